@@ -1,0 +1,77 @@
+"""Nox sessions for pipost.
+
+``nox`` (or ``nox -s check``) installs the project once and runs lint, type
+checks, unit/property tests and behave features in sequence in one venv.
+"""
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["check"]
+
+
+def _install(session: nox.Session) -> None:
+    session.install("-e", ".[dev]")
+
+
+def _lint(session: nox.Session) -> None:
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+def _types(session: nox.Session) -> None:
+    session.run("mypy")
+
+
+def _tests(session: nox.Session, *, env: dict[str, str] | None = None) -> None:
+    session.run("pytest", *session.posargs, env=env)
+
+
+def _features(session: nox.Session) -> None:
+    session.run("behave", "--format", "progress", "features")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check."""
+    _install(session)
+    _lint(session)
+
+
+@nox.session
+def types(session: nox.Session) -> None:
+    """Mypy (strict; configured in pyproject.toml)."""
+    _install(session)
+    _types(session)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Pytest (Hypothesis profile 'gate'); extra args are passed to pytest."""
+    _install(session)
+    _tests(session)
+
+
+@nox.session
+def thorough(session: nox.Session) -> None:
+    """Pytest with the Hypothesis profile 'thorough'."""
+    _install(session)
+    _tests(session, env={"HYPOTHESIS_PROFILE": "thorough"})
+
+
+@nox.session
+def features(session: nox.Session) -> None:
+    """Behave acceptance features."""
+    _install(session)
+    _features(session)
+
+
+@nox.session
+def check(session: nox.Session) -> None:
+    """Everything CI runs: lint, types, tests, features — one install, one venv."""
+    _install(session)
+    _lint(session)
+    _types(session)
+    _tests(session)
+    _features(session)

@@ -1,0 +1,5 @@
+import sys
+
+from pipost.cli import main
+
+sys.exit(main())

@@ -1,0 +1,323 @@
+"""``pi-post``: the command line, compatible with the pi-post 0.7 CLI (SPEC 8).
+
+Output lines, error texts and exit codes follow what the reference printed;
+where pipost differs on purpose, DESIGN.md lists it. Errors go to stderr as
+``pi-post: <text>`` with exit 1, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from pipost import format, mailbox, registry
+from pipost.address import address_of, is_address
+from pipost.message import Rejected, Sender
+from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
+from pipost.registry import OsProcessTable, ProcessTable
+
+USAGE = (
+    "usage: pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>]"
+    " [--reply-to <addr>|none]\n"
+    "       pi-post list [--all] | resolve <target> | peek <target> | whoami\n"
+)
+
+HELP = {
+    "send": """\
+usage: pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>]
+                    [--reply-to <addr>|none]
+
+Queue a message for up to 8 sessions. A target is an address (s-…), a directory
+path, a session id or a unique prefix of one (8+ hex characters), a session name
+or the basename of a session's directory. Every target is resolved before
+anything is written: one unknown or ambiguous target refuses the whole send.
+
+The body comes from --body or standard input, at most 32768 bytes of UTF-8.
+Prints one line per target: "delivered <address> <id>" when a live session took
+the message within 1.5 s, otherwise "queued <address> <id>".
+
+  --from <label>       sender name (default: $PI_POST_FROM, else process:<cwd basename>)
+  --reply-to <addr>    where replies go (default: $PI_POST_REPLY_TO, else the
+                       address of $PI_SESSION_ID); "none" sends no reply address
+""",
+    "list": """\
+usage: pi-post list [--all]
+
+List registered sessions, live first: name, address, presence, queued mail,
+directory and the handle to resume the session with. Offline sessions unseen
+for over a day with nothing queued are summarised unless --all is given.
+""",
+    "resolve": """\
+usage: pi-post resolve <target>
+
+Show the session a target names: name, address, session id, presence, directory
+and the command that resumes it. Refuses, listing the candidates, when the
+target is ambiguous.
+""",
+    "peek": """\
+usage: pi-post peek <target>
+
+Show the messages queued for a session, oldest first, without taking them.
+""",
+    "whoami": """\
+usage: pi-post whoami
+
+Print the address of the session this shell runs in ($PI_SESSION_ID).
+""",
+    "sweep": """\
+usage: pi-post sweep
+
+Remove registry records of sessions offline for over 7 days whose mailbox is
+empty, and empty mailbox folders that no record names. Mail is never removed.
+""",
+}
+
+OVERVIEW = (
+    USAGE
+    + """       pi-post sweep | help [<command>]
+
+pi-post passes text between agent sessions on one machine through files under
+$PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
+'pi-post <command> --help' for the options of a command.
+"""
+)
+
+
+class UsageError(Exception):
+    """Bad arguments; the text is for the user."""
+
+
+@dataclass
+class Context:
+    """What a command may touch, injectable so that tests run it in-process."""
+
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: str | None = None
+    stdin: TextIO = field(default_factory=lambda: sys.stdin)
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    clock: Callable[[], int] = wall_clock_ms
+    processes: ProcessTable = field(default_factory=OsProcessTable)
+    receipt_wait: float | None = None
+
+    def working_dir(self) -> str:
+        return self.cwd or os.getcwd()
+
+    def post(self) -> Post:
+        post = Post(default_root(dict(self.environ)), clock=self.clock, processes=self.processes)
+        if self.receipt_wait is not None:
+            post.receipt_wait = self.receipt_wait
+        return post
+
+    def say(self, line: str) -> None:
+        self.stdout.write(line + "\n")
+        self.stdout.flush()
+
+
+def _options(
+    args: Sequence[str], command: str, *, flags: set[str], valued: set[str]
+) -> tuple[dict[str, list[str]], list[str]]:
+    """``--name value``, ``--name=value`` and bare flags; the rest is positional."""
+    found: dict[str, list[str]] = {}
+    positional: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if arg == "--":
+            positional += args[index:]
+            break
+        if not arg.startswith("--") or arg == "-":
+            positional.append(arg)
+            continue
+        name, has_value, value = arg.partition("=")
+        if name in flags and not has_value:
+            found.setdefault(name, []).append("")
+        elif name in valued:
+            if not has_value:
+                if index >= len(args):
+                    raise UsageError(f"{name} needs a value")
+                value = args[index]
+                index += 1
+            found.setdefault(name, []).append(value)
+        else:
+            raise UsageError(
+                f"unknown option {arg.split('=')[0]} for {command} (see pi-post {command} --help)"
+            )
+    return found, positional
+
+
+def _one(positional: list[str], command: str, what: str) -> str:
+    if len(positional) != 1:
+        raise UsageError(f"{command} takes one {what} (see pi-post {command} --help)")
+    return positional[0]
+
+
+def _reply_to(option: list[str] | None, ctx: Context) -> str | None:
+    value = option[-1] if option else ctx.environ.get("PI_POST_REPLY_TO")
+    if value is None or value == "":
+        session_id = ctx.environ.get("PI_SESSION_ID")
+        return address_of(session_id) if session_id else None
+    if value == "none":
+        return None
+    if not is_address(value):
+        raise UsageError(
+            "--reply-to must be an address (s- and 12 hex characters) or none, "
+            f"not {format.visible(value)!r}"
+        )
+    return value
+
+
+def cmd_send(args: Sequence[str], ctx: Context) -> int:
+    options, positional = _options(
+        args, "send", flags=set(), valued={"--to", "--body", "--from", "--reply-to"}
+    )
+    if positional:
+        raise UsageError("send takes its targets as --to <target> (see pi-post send --help)")
+    handles = options.get("--to", [])
+    if not handles:
+        raise Refused("send requires --to <target>")
+    cwd = ctx.working_dir()
+    label = (options.get("--from") or [ctx.environ.get("PI_POST_FROM") or ""])[-1]
+    label = label or "process:" + (os.path.basename(cwd.rstrip("/")) or "root")
+    reply_to = _reply_to(options.get("--reply-to"), ctx)
+    if "--body" in options:
+        body = options["--body"][-1]
+    elif ctx.stdin is None or ctx.stdin.isatty():
+        body = ""
+    else:
+        body = ctx.stdin.read()
+    sender = Sender(kind="process", name=label, cwd=cwd)
+    ctx.post().send(
+        handles,
+        body,
+        sender,
+        os_caller(cwd, dict(ctx.environ)),
+        reply_to=reply_to,
+        on_deposit=lambda r: ctx.say(format.receipt(r.delivered, r.address, r.message_id)),
+    )
+    return 0
+
+
+def cmd_list(args: Sequence[str], ctx: Context) -> int:
+    options, positional = _options(args, "list", flags={"--all"}, valued=set())
+    if positional:
+        raise UsageError("list takes no arguments but --all")
+    post = ctx.post()
+    sessions = post.sessions()
+    if not sessions:
+        ctx.say("no sessions are registered")
+        return 0
+    for line in format.listing(sessions, post.clock(), everything="--all" in options):
+        ctx.say(line)
+    return 0
+
+
+def _lookup(handle: str, ctx: Context) -> tuple[Post, str, int]:
+    """The address a read-only command looks at. A bare address is looked at even
+    with no record, as the reference does: looking is not sending."""
+    post = ctx.post()
+    if is_address(handle) and registry.read(post.root, handle) is None:
+        return post, handle, mailbox.count(post.root, handle)
+    target = post.resolve(handle, os_caller(ctx.working_dir(), dict(ctx.environ)))
+    return post, target.address, 0
+
+
+def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
+    _, positional = _options(args, "resolve", flags=set(), valued=set())
+    handle = _one(positional, "resolve", "target")
+    post, address, queued = _lookup(handle, ctx)
+    record = registry.read(post.root, address)
+    if record is None:
+        lines = format.bare_address_card(address, queued)
+    else:
+        now = post.clock()
+        lines = format.resolve_card(post.candidate(record, now), now)
+    for line in lines:
+        ctx.say(line)
+    return 0
+
+
+def cmd_peek(args: Sequence[str], ctx: Context) -> int:
+    _, positional = _options(args, "peek", flags=set(), valued=set())
+    post, address, _ = _lookup(_one(positional, "peek", "target"), ctx)
+    letters = post.peek(address)
+    if not letters:
+        ctx.say(f"empty {address}")
+    for letter in letters:
+        if isinstance(letter.content, Rejected):
+            ctx.say(format.peek_rejected(letter.name, letter.content.reason))
+        else:
+            ctx.say(format.peek_line(letter.content))
+    return 0
+
+
+def cmd_whoami(args: Sequence[str], ctx: Context) -> int:
+    _options(args, "whoami", flags=set(), valued=set())
+    session_id = ctx.environ.get("PI_SESSION_ID")
+    if not session_id:
+        raise Refused(
+            "PI_SESSION_ID is not set (run inside a pi bash tool, or use an explicit address)"
+        )
+    ctx.say(address_of(session_id))
+    return 0
+
+
+def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
+    _options(args, "sweep", flags=set(), valued=set())
+    report = ctx.post().sweep()
+    for address in report.records_removed:
+        ctx.say(f"removed record {address}")
+    for address in report.mailboxes_removed:
+        ctx.say(f"removed empty mailbox {address}")
+    if not report.records_removed and not report.mailboxes_removed:
+        ctx.say("nothing to sweep")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
+    "send": cmd_send,
+    "list": cmd_list,
+    "resolve": cmd_resolve,
+    "peek": cmd_peek,
+    "whoami": cmd_whoami,
+    "sweep": cmd_sweep,
+}
+
+
+def run(argv: Sequence[str], ctx: Context) -> int:
+    if not argv:
+        ctx.stdout.write(USAGE)
+        return 0
+    command, args = argv[0], list(argv[1:])
+    if command in ("-h", "--help", "help"):
+        topic = args[0] if args else None
+        ctx.stdout.write(HELP.get(topic or "", OVERVIEW))
+        return 0
+    handler = COMMANDS.get(command)
+    if handler is None:
+        ctx.stdout.write(USAGE)
+        return 1
+    if "--help" in args or "-h" in args:
+        ctx.stdout.write(HELP[command])
+        return 0
+    try:
+        return handler(args, ctx)
+    except (Refused, UsageError) as error:
+        ctx.stderr.write(f"pi-post: {error}\n")
+    except OSError as error:
+        where = f": {format.visible(str(error.filename))}" if error.filename else ""
+        ctx.stderr.write(f"pi-post: {error.strerror or error}{where}\n")
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv, Context())
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

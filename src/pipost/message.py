@@ -1,0 +1,243 @@
+"""Message schema v1: one message per file, ``<id>.json`` (SPEC 1.2).
+
+The schema is a wire contract shared with pi-post 0.7; it changes only with a
+bump of ``v``. Parsing is strict and total: :func:`parse` turns *any* bytes into
+either a :class:`Message` or a :class:`Rejected` carrying the reason, and never
+raises. Encoding matches what the reference writes byte for byte: compact JSON,
+keys in the reference's order, non-ASCII text unescaped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pipost.address import is_address
+
+VERSION = 1
+BODY_CAP = 32768
+"""Largest body, in bytes of UTF-8 (not characters)."""
+
+# A JSON string can spell one byte of body as six (``\\u0000``), and the envelope
+# adds names and a cwd: no valid letter is larger than this, so no reader ever
+# needs to read past it (INV-09).
+LETTER_READ_LIMIT = 6 * BODY_CAP + 64 * 1024
+
+ID_PATTERN = r"^[0-9]{13}-[0-9a-f]{8}$"
+_ID_RE = re.compile(r"[0-9]{13}-[0-9a-f]{8}")
+SUFFIX = ".json"
+
+SenderKind = Literal["session", "process"]
+_SENDER_KEYS = {"kind", "name", "address", "cwd"}
+_MESSAGE_KEYS = {"v", "id", "from", "replyTo", "sentAt", "body"}
+
+
+@dataclass(frozen=True)
+class Sender:
+    kind: SenderKind
+    name: str
+    address: str | None = None
+    cwd: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Who this is for the loop guard: the address when it has one."""
+        return self.address or f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    sender: Sender
+    sent_at: int
+    body: str
+    reply_to: str | None = None
+    v: int = VERSION
+
+    @property
+    def file_name(self) -> str:
+        return self.id + SUFFIX
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Why bytes are not a message. Never carries the body."""
+
+    reason: str
+
+
+class BodyError(ValueError):
+    """A body refused at the sender (empty, or over the cap)."""
+
+
+def is_message_id(text: str) -> bool:
+    """True only for a well-formed id; safe to use as a path component."""
+    return _ID_RE.fullmatch(text) is not None
+
+
+def make_id(sent_at: int, nonce: str | None = None) -> str:
+    """``<sentAt zero-padded to 13 digits>-<8 lowercase hex>``: ids sort by time."""
+    return f"{sent_at:013d}-{nonce if nonce is not None else secrets.token_hex(4)}"
+
+
+def body_size(body: str) -> int:
+    return len(body.encode("utf-8", errors="surrogatepass"))
+
+
+def check_body(body: str) -> None:
+    """Refuse what a sender must not send; the text says the size and the cap."""
+    if not body.strip():
+        raise BodyError("empty body (pass --body or pipe stdin)")
+    size = body_size(body)
+    if size > BODY_CAP:
+        raise BodyError(
+            f"body is {size} bytes; the cap is {BODY_CAP} "
+            "(send a summary and a path, not a payload)"
+        )
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BodyError("body is not valid text (it holds unpaired surrogates)") from None
+
+
+def new_message(
+    sender: Sender, body: str, sent_at: int, reply_to: str | None = None, nonce: str | None = None
+) -> Message:
+    """A fresh, valid message; raises BodyError or ValueError for what parse would reject."""
+    check_body(body)
+    message = Message(
+        id=make_id(sent_at, nonce), sender=sender, sent_at=sent_at, body=body, reply_to=reply_to
+    )
+    problem = _check(message)
+    if problem:
+        raise ValueError(problem)
+    return message
+
+
+def to_json(message: Message) -> dict[str, Any]:
+    sender: dict[str, Any] = {"kind": message.sender.kind, "name": message.sender.name}
+    if message.sender.address is not None:
+        sender["address"] = message.sender.address
+    if message.sender.cwd is not None:
+        sender["cwd"] = message.sender.cwd
+    data: dict[str, Any] = {"v": message.v, "id": message.id, "from": sender}
+    if message.reply_to is not None:
+        data["replyTo"] = message.reply_to
+    data["sentAt"] = message.sent_at
+    data["body"] = message.body
+    return data
+
+
+def encode(message: Message) -> bytes:
+    return json.dumps(to_json(message), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def parse(raw: bytes, file_name: str | None = None) -> Message | Rejected:
+    """Strict, total parse. ``file_name``, when given, must be ``<id>.json``."""
+    if len(raw) > LETTER_READ_LIMIT:
+        return Rejected(f"file is larger than {LETTER_READ_LIMIT} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Rejected("not UTF-8")
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except RecursionError:
+        return Rejected("JSON nested too deeply")
+    except ValueError as error:  # JSONDecodeError and our hooks' refusals
+        return Rejected(f"not JSON: {error}")
+    message = _from_json(data)
+    if isinstance(message, Rejected):
+        return message
+    if file_name is not None and file_name != message.file_name:
+        return Rejected("id does not match the file name")
+    return message
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _from_json(data: object) -> Message | Rejected:
+    if not isinstance(data, dict):
+        return Rejected("not a JSON object")
+    unknown = set(data) - _MESSAGE_KEYS
+    if unknown:
+        return Rejected(f"unknown fields {sorted(unknown)}")
+    if not _is_int(data.get("v")) or data["v"] != VERSION:
+        return Rejected("v is not 1")
+    sender = data.get("from")
+    if not isinstance(sender, dict):
+        return Rejected("from is not an object")
+    if set(sender) - _SENDER_KEYS:
+        return Rejected(f"unknown fields in from {sorted(set(sender) - _SENDER_KEYS)}")
+    kind, name = sender.get("kind"), sender.get("name")
+    address, cwd = sender.get("address"), sender.get("cwd")
+    if kind not in ("session", "process"):
+        return Rejected("from.kind is neither session nor process")
+    if not isinstance(name, str):
+        return Rejected("from.name is not a string")
+    if address is not None and not isinstance(address, str):
+        return Rejected("from.address is not a string")
+    if cwd is not None and not isinstance(cwd, str):
+        return Rejected("from.cwd is not a string")
+    for key in ("id", "body"):
+        if not isinstance(data.get(key), str):
+            return Rejected(f"{key} is not a string")
+    if not _is_int(data.get("sentAt")):
+        return Rejected("sentAt is not an integer")
+    reply_to = data.get("replyTo")
+    if reply_to is not None and not isinstance(reply_to, str):
+        return Rejected("replyTo is not a string")
+    message = Message(
+        id=data["id"],
+        sender=Sender(kind=kind, name=name, address=address, cwd=cwd),
+        sent_at=data["sentAt"],
+        body=data["body"],
+        reply_to=reply_to,
+    )
+    problem = _check(message)
+    return Rejected(problem) if problem else message
+
+
+def _check(message: Message) -> str | None:
+    """The rules beyond types; shared by the parser and the constructor."""
+    sender = message.sender
+    if not sender.name:
+        return "from.name is empty"
+    if sender.address is not None and not is_address(sender.address):
+        return "from.address is not an address"
+    if sender.kind == "session" and sender.address is None:
+        return "a session sender has no from.address"
+    if sender.kind == "process" and sender.address is not None:
+        return "a process sender has no inbox, so no from.address"
+    if message.reply_to is not None and not is_address(message.reply_to):
+        return "replyTo is not an address"
+    if not is_message_id(message.id):
+        return "id is not <13 digits>-<8 hex>"
+    if message.sent_at < 0 or int(message.id[:13]) != message.sent_at:
+        return "id does not carry sentAt"
+    if body_size(message.body) > BODY_CAP:
+        return f"body is over {BODY_CAP} bytes"
+    try:
+        message.body.encode("utf-8")
+        sender.name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "text holds unpaired surrogates"
+    return None

@@ -1,0 +1,109 @@
+"""What a receiving session lets into its context: the inbound mode, the resume
+mode and the loop guard (SPEC 3, 6; INV-18, INV-20).
+
+Loops terminate structurally, whatever the models decide: per sender, an
+identical body within 10 s of the last one delivered is dropped, and so is an
+9th message within 30 s. With the mailbox cap of 50, two sessions that answer
+everything exchange a bounded number of messages in any window.
+
+The modes are tables, not branches; the guard is a small state machine whose
+clock is handed in. Nothing here touches the disk.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections import deque
+from dataclasses import dataclass, field
+
+
+class Inbound(enum.Enum):
+    ACCEPT = "accept"
+    ASK = "ask"
+    REFUSE = "refuse"
+
+
+class Resume(enum.Enum):
+    WAKE = "wake"
+    STAGE = "stage"
+
+
+def inbound_mode(value: str | None) -> Inbound:
+    """``PI_POST_INBOUND``; anything unknown means accept."""
+    return next(
+        (mode for mode in Inbound if mode.value == (value or "").strip().lower()), Inbound.ACCEPT
+    )
+
+
+def resume_mode(value: str | None) -> Resume:
+    """``PI_POST_RESUME``; anything unknown means wake."""
+    return next(
+        (mode for mode in Resume if mode.value == (value or "").strip().lower()), Resume.WAKE
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    deliver: bool
+    reason: str | None = None
+    """Why a message is dropped; recorded, never the body."""
+
+
+DELIVER = Verdict(True)
+
+# (mode, a person can be asked) -> what to do before the guard.
+# None means "ask the person"; ask without a UI falls back to accept.
+INBOUND_TABLE: dict[tuple[Inbound, bool], Verdict | None] = {
+    (Inbound.ACCEPT, True): DELIVER,
+    (Inbound.ACCEPT, False): DELIVER,
+    (Inbound.ASK, True): None,
+    (Inbound.ASK, False): DELIVER,
+    (Inbound.REFUSE, True): Verdict(False, "refused: PI_POST_INBOUND=refuse"),
+    (Inbound.REFUSE, False): Verdict(False, "refused: PI_POST_INBOUND=refuse"),
+}
+
+ASK_DECLINED = Verdict(False, "declined by the user (PI_POST_INBOUND=ask)")
+
+# (mode, found at start-up) -> wake the session now, or stage for its first prompt.
+WAKES: dict[tuple[Resume, bool], bool] = {
+    (Resume.WAKE, True): True,
+    (Resume.STAGE, True): False,
+    (Resume.WAKE, False): True,  # live mail is always a steer that wakes
+    (Resume.STAGE, False): True,
+}
+
+DUPLICATE_WINDOW_MS = 10_000
+RATE_WINDOW_MS = 30_000
+RATE_LIMIT = 8
+
+
+@dataclass
+class _History:
+    delivered_at: deque[int] = field(default_factory=deque)
+    last_by_body: dict[str, int] = field(default_factory=dict)
+
+
+class LoopGuard:
+    """Per-sender memory of recent deliveries. judge() records what it lets through."""
+
+    def __init__(self) -> None:
+        self._senders: dict[str, _History] = {}
+
+    def judge(self, sender: str, body: str, now: int) -> Verdict:
+        history = self._senders.setdefault(sender, _History())
+        while history.delivered_at and now - history.delivered_at[0] >= RATE_WINDOW_MS:
+            history.delivered_at.popleft()
+        digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+        history.last_by_body = {
+            d: t for d, t in history.last_by_body.items() if now - t < DUPLICATE_WINDOW_MS
+        }
+        if digest in history.last_by_body:
+            return Verdict(
+                False, f"duplicate: identical body within {DUPLICATE_WINDOW_MS // 1000} s"
+            )
+        if len(history.delivered_at) >= RATE_LIMIT:
+            return Verdict(False, f"rate: over {RATE_LIMIT} messages in {RATE_WINDOW_MS // 1000} s")
+        history.delivered_at.append(now)
+        history.last_by_body[digest] = now
+        return DELIVER

@@ -1,0 +1,158 @@
+"""The post office: one root folder, a clock and a process table, and the
+operations every front end shares (the CLI, the receiving session, the driver the
+specification talks to). Decisions live in the pure modules; this wires them to
+the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipost import format, mailbox, registry
+from pipost.message import Message, Sender, check_body, new_message
+from pipost.registry import OsProcessTable, Presence, ProcessTable, Record
+from pipost.resolve import Caller, Candidate, Refusal, Target, resolve, resolve_all
+
+RECEIPT_WAIT_S = 1.5
+"""How long a sender waits for a live target to take the message."""
+
+
+def default_root(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    configured = env.get("PI_POST_DIR")
+    if configured:
+        return Path(configured)
+    return Path(env.get("HOME") or os.path.expanduser("~")) / ".pi" / "agent" / "post"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Refused(Exception):
+    """A send or lookup that must not go ahead; the text is for the user."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    address: str
+    message_id: str
+    delivered: bool
+
+
+@dataclass
+class Post:
+    root: Path
+    clock: Callable[[], int] = wall_clock_ms
+    processes: ProcessTable = field(default_factory=OsProcessTable)
+    receipt_wait: float = RECEIPT_WAIT_S
+
+    # -- reading (no side effects: INV-16) ----------------------------------------
+
+    def candidate(self, record: Record, now: int) -> Candidate:
+        return Candidate(
+            record=record,
+            presence=registry.presence(record, now, self.processes),
+            queued=mailbox.count(self.root, record.address),
+        )
+
+    def directory(self) -> DiskDirectory:
+        return DiskDirectory(self, self.clock())
+
+    def sessions(self) -> list[Candidate]:
+        return list(self.directory().candidates())
+
+    def resolve(self, handle: str, caller: Caller) -> Target:
+        outcome = resolve(handle, self.directory(), caller)
+        if isinstance(outcome, Refusal):
+            raise Refused(outcome.text)
+        return outcome
+
+    def peek(self, address: str) -> list[mailbox.Letter]:
+        return mailbox.peek(self.root, address)
+
+    # -- sending ------------------------------------------------------------------
+
+    def send(
+        self,
+        handles: Sequence[str],
+        body: str,
+        sender: Sender,
+        caller: Caller,
+        reply_to: str | None = None,
+        on_deposit: Callable[[Receipt], None] | None = None,
+    ) -> list[Receipt]:
+        """Resolve every target first (a refusal writes nothing), check the body,
+        deposit one copy per target, then wait for the live ones to take theirs."""
+        targets = resolve_all(handles, self.directory(), caller)
+        if isinstance(targets, Refusal):
+            raise Refused(targets.text)
+        try:
+            check_body(body)
+        except ValueError as error:
+            raise Refused(str(error)) from None
+        for target in targets:  # refuse a full mailbox before writing to any
+            queued = mailbox.count(self.root, target.address)
+            if queued >= mailbox.CAP:
+                raise Refused(str(mailbox.MailboxFull(target.address, queued)))
+        deposited: list[tuple[Target, Message, Path]] = []
+        for target in targets:
+            message = new_message(sender, body, self.clock(), reply_to=reply_to)
+            try:
+                path = mailbox.deposit(self.root, target.address, message)
+            except mailbox.MailboxFull as full:  # filled by a racing sender meanwhile
+                sent = "".join(f"; already queued {t.address} {m.id}" for t, m, _ in deposited)
+                raise Refused(f"{full}{sent}") from None
+            deposited.append((target, message, path))
+        receipts = []
+        deadline = time.monotonic() + self.receipt_wait
+        for target, message, path in deposited:
+            live = target.candidate is not None and target.candidate.presence is Presence.LIVE
+            delivered = live and mailbox.wait_consumed(path, max(0.0, deadline - time.monotonic()))
+            receipt = Receipt(target.address, message.id, delivered)
+            if on_deposit is not None:
+                on_deposit(receipt)
+            receipts.append(receipt)
+        return receipts
+
+    # -- tidying ------------------------------------------------------------------
+
+    def sweep(self) -> registry.SweepReport:
+        return registry.sweep(self.root, self.clock(), self.processes)
+
+
+@dataclass
+class DiskDirectory:
+    """resolve.Directory over the registry and inbox folders, read lazily so that
+    resolving an address reads one record, not the registry."""
+
+    post: Post
+    now: int
+    _all: list[Candidate] | None = None
+
+    def by_address(self, address: str) -> Candidate | None:
+        record = registry.read(self.post.root, address)
+        return None if record is None else self.post.candidate(record, self.now)
+
+    def candidates(self) -> Sequence[Candidate]:
+        if self._all is None:
+            found = [self.post.candidate(r, self.now) for r in registry.records(self.post.root)]
+            self._all = sorted(found, key=format.listing_order)
+        return self._all
+
+    def has_mailbox(self, address: str) -> bool:
+        folder = mailbox.inbox_of(self.post.root, address)
+        return folder.is_dir() and not folder.is_symlink()
+
+
+def os_caller(cwd: str | None = None, environ: dict[str, str] | None = None) -> Caller:
+    env = os.environ if environ is None else environ
+    return Caller(
+        cwd=cwd or os.getcwd(),
+        home=env.get("HOME") or os.path.expanduser("~"),
+        canonical=os.path.realpath,
+    )

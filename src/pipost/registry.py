@@ -1,0 +1,321 @@
+"""Presence records: ``registry/<address>.json``, one per session (SPEC 1.3, 2, 5).
+
+A record outlives the process that wrote it: shutdown removes the pid and keeps
+the record (INV-14). Presence is decided from the record, the clock and the
+process table, never from the pid alone (INV-15):
+
+    pid recorded?  process exists?  same process?  beat within 45 s?   presence
+    no             -                -              -                   offline
+    yes            no               -              -                   offline
+    yes            yes              no (recycled)  -                   offline
+    yes            yes              yes            no                  stalled
+    yes            yes              yes            yes                 live
+
+A sweep removes a record only when the session is offline, unseen for more than
+7 days and its mailbox is empty, and removes only empty mailbox folders that no
+record names (INV-17).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipost import files, mailbox
+from pipost.address import address_of, default_name, is_address
+from pipost.message import Rejected
+
+VERSION = 1
+HEARTBEAT_MS = 30_000
+LIVE_WINDOW_MS = 45_000
+SWEEP_AFTER_MS = 7 * 24 * 3600 * 1000
+RECORD_READ_LIMIT = 64 * 1024
+
+
+class Presence(enum.Enum):
+    LIVE = "live"
+    STALLED = "stalled"
+    OFFLINE = "offline"
+
+    @property
+    def process_exists(self) -> bool:
+        return self is not Presence.OFFLINE
+
+
+@dataclass(frozen=True)
+class Record:
+    address: str
+    session_id: str
+    name: str
+    cwd: str
+    started_at: int
+    last_seen: int
+    pid: int | None = None
+    pid_start: str | None = None
+    """When the pid's process started (a token from the process table); it tells a
+    recycled pid from the process that registered."""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Fields of other writers, kept when the record is parsed, never written by us."""
+
+
+class ProcessTable(Protocol):
+    def start_token(self, pid: int) -> str | None:
+        """None if no process has ``pid``; else a token that changes when the pid is
+        reused ("" when this system cannot tell)."""
+
+
+class OsProcessTable:
+    """The machine's processes; start tokens from /proc where it exists."""
+
+    def start_token(self, pid: int) -> str | None:
+        if pid <= 0:
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # exists, owned by someone else
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat_file:
+                raw = stat_file.read()
+        except OSError:
+            return ""
+        # Field 22 (starttime) counts from after the parenthesised command name,
+        # which may itself hold spaces and parentheses.
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        return fields[19].decode() if len(fields) > 19 else ""
+
+
+def presence(record: Record, now: int, processes: ProcessTable) -> Presence:
+    if record.pid is None:
+        return Presence.OFFLINE
+    token = processes.start_token(record.pid)
+    if token is None:
+        return Presence.OFFLINE
+    if record.pid_start and token and token != record.pid_start:
+        return Presence.OFFLINE
+    return Presence.LIVE if now - record.last_seen <= LIVE_WINDOW_MS else Presence.STALLED
+
+
+def record_is_sweepable(state: Presence, last_seen: int, now: int, queued: int) -> bool:
+    """All three conditions of SPEC 5; live or stalled sessions are never touched."""
+    return state is Presence.OFFLINE and now - last_seen > SWEEP_AFTER_MS and queued == 0
+
+
+def mailbox_is_sweepable(recorded: bool, entries: int) -> bool:
+    """Only an empty folder that no record names; a non-empty one is kept at any age."""
+    return not recorded and entries == 0
+
+
+# -- the record on disk -------------------------------------------------------------
+
+_KNOWN = ("v", "address", "sessionId", "name", "cwd", "pid", "pidStart", "startedAt", "lastSeen")
+
+
+def to_json(record: Record) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "v": VERSION,
+        "address": record.address,
+        "sessionId": record.session_id,
+        "name": record.name,
+        "cwd": record.cwd,
+    }
+    if record.pid is not None:
+        data["pid"] = record.pid
+        if record.pid_start:
+            data["pidStart"] = record.pid_start
+    data["startedAt"] = record.started_at
+    data["lastSeen"] = record.last_seen
+    return data
+
+
+def encode(record: Record) -> bytes:
+    return json.dumps(to_json(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
+    """Strict on the fields we know, tolerant of fields we do not; never raises."""
+    if len(raw) > RECORD_READ_LIMIT:
+        return Rejected("record is too large")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return Rejected("not JSON")
+    if not isinstance(data, dict):
+        return Rejected("not a JSON object")
+    if not _is_int(data.get("v")) or data["v"] != VERSION:
+        return Rejected("v is not 1")
+    for key in ("address", "sessionId", "name", "cwd"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            return Rejected(f"{key} is not a non-empty string")
+    for key in ("startedAt", "lastSeen"):
+        if not _is_int(data.get(key)):
+            return Rejected(f"{key} is not an integer")
+    pid, pid_start = data.get("pid"), data.get("pidStart")
+    if pid is not None and (not _is_int(pid) or pid <= 0):
+        return Rejected("pid is not a positive integer")
+    if pid_start is not None and not isinstance(pid_start, str):
+        return Rejected("pidStart is not a string")
+    if not is_address(data["address"]) or address_of(data["sessionId"]) != data["address"]:
+        return Rejected("address is not the address of sessionId")
+    if file_name is not None and file_name != data["address"] + ".json":
+        return Rejected("file name is not the address")
+    return Record(
+        address=data["address"],
+        session_id=data["sessionId"],
+        name=data["name"],
+        cwd=data["cwd"],
+        started_at=data["startedAt"],
+        last_seen=data["lastSeen"],
+        pid=pid,
+        pid_start=pid_start,
+        extra={k: v for k, v in data.items() if k not in _KNOWN},
+    )
+
+
+def registry_dir(root: Path) -> Path:
+    return root / "registry"
+
+
+def record_path(root: Path, address: str) -> Path:
+    if not is_address(address):
+        raise ValueError(f"not an address: {address!r}")
+    return root / "registry" / (address + ".json")
+
+
+def write(root: Path, record: Record) -> None:
+    """Replace the record atomically: a reader sees the old one or the new one."""
+    folder = files.ensure_dirs(root, "registry")
+    temporary = folder / f".{record.address}.{secrets.token_hex(4)}.tmp"
+    files.write_new(temporary, encode(record))
+    try:
+        files.rename(temporary, record_path(root, record.address))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            files.unlink(temporary)
+        raise
+    files.flush_dir(folder)
+
+
+def read(root: Path, address: str) -> Record | None:
+    """The record of ``address`` without scanning the registry; None if absent or bad."""
+    try:
+        raw = files.read_bounded(record_path(root, address), RECORD_READ_LIMIT)
+    except OSError:
+        return None
+    if raw is None:
+        return None
+    record = parse(raw, address + ".json")
+    return record if isinstance(record, Record) else None
+
+
+def records(root: Path) -> list[Record]:
+    """Every readable record; garbage and half-written files are skipped."""
+    found = []
+    for name in sorted(files.list_names(registry_dir(root))):
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        address = name[: -len(".json")]
+        if is_address(address):
+            record = read(root, address)
+            if record is not None:
+                found.append(record)
+    return found
+
+
+def register(
+    root: Path,
+    session_id: str,
+    cwd: str,
+    now: int,
+    *,
+    name: str | None = None,
+    pid: int | None = None,
+    pid_start: str | None = None,
+) -> Record:
+    """Write this session's record; a resumed session keeps its address (INV-01)."""
+    address = address_of(session_id)
+    record = Record(
+        address=address,
+        session_id=session_id,
+        name=name or default_name(cwd, address),
+        cwd=cwd,
+        started_at=now,
+        last_seen=now,
+        pid=pid if pid is not None else os.getpid(),
+        pid_start=pid_start,
+    )
+    write(root, record)
+    return record
+
+
+def heartbeat(root: Path, record: Record, now: int) -> Record:
+    beaten = replace(record, last_seen=now)
+    write(root, beaten)
+    return beaten
+
+
+def mark_offline(root: Path, record: Record, now: int) -> Record:
+    """Shutdown: the pid goes, the record stays (INV-14)."""
+    offline = replace(record, pid=None, pid_start=None, last_seen=now)
+    write(root, offline)
+    return offline
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    records_removed: tuple[str, ...]
+    mailboxes_removed: tuple[str, ...]
+
+
+def sweep(root: Path, now: int, processes: ProcessTable) -> SweepReport:
+    """Remove what SPEC 5 allows and nothing else. Each decision is taken under the
+    mailbox's lock, so a deposit racing the sweep is never lost (INV-17)."""
+    removed_records = []
+    for record in records(root):
+        state = presence(record, now, processes)
+        if state is not Presence.OFFLINE:
+            continue
+        folder = mailbox.inbox_of(root, record.address)
+        with _locked_if_present(folder):
+            held = len(files.list_names(folder))
+            if record_is_sweepable(state, record.last_seen, now, held):
+                files.unlink(record_path(root, record.address))
+                removed_records.append(record.address)
+    recorded = {record.address for record in records(root)}
+    removed_mailboxes = []
+    for address in mailbox.mailbox_addresses(root):
+        folder = mailbox.inbox_of(root, address)
+        with _locked_if_present(folder):
+            entries = len(files.list_names(folder))
+            if mailbox_is_sweepable(address in recorded, entries) and files.remove_empty_dir(
+                folder
+            ):
+                removed_mailboxes.append(address)
+    if removed_records:
+        files.flush_dir(registry_dir(root))
+    if removed_mailboxes:
+        files.flush_dir(mailbox.inbox_root(root))
+    return SweepReport(tuple(removed_records), tuple(removed_mailboxes))
+
+
+@contextlib.contextmanager
+def _locked_if_present(folder: Path) -> Iterator[None]:
+    """The mailbox lock when the folder exists; nothing to lock otherwise."""
+    try:
+        with files.locked_dir(folder):
+            yield
+    except files.Vanished:
+        yield

@@ -1,0 +1,156 @@
+"""Resolution: every handle resolves, nothing is guessed (SPEC 4; INV-12, INV-13).
+
+A target is tried as, in order: an address; a path (matched against the
+canonical cwd of each record); a session id or a unique prefix of one (at least
+8 leading hex characters; an exact id of any shape also counts); a name, the
+default name included; the basename of a record's cwd. The first step that
+matches anything decides. Among its matches, sessions whose process exists
+outrank offline ones; exactly one left resolves, more is refused with every
+candidate listed, none is refused with the reachable sessions listed.
+
+Pure: the directory of sessions and the canonicalisation of paths are handed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pipost import format
+from pipost.address import HandleKind, classify_handle, default_name, expand_path
+from pipost.registry import Presence, Record
+
+MAX_TARGETS = 8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A session as resolution and listings see it."""
+
+    record: Record
+    presence: Presence
+    queued: int
+
+    @property
+    def address(self) -> str:
+        return self.record.address
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved target; ``candidate`` is None for a mailbox with no record."""
+
+    address: str
+    candidate: Candidate | None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    handle: str | None
+    text: str
+
+
+class Directory(Protocol):
+    """What resolution reads: the sessions, their presence, the mailboxes."""
+
+    def by_address(self, address: str) -> Candidate | None: ...
+
+    def candidates(self) -> Sequence[Candidate]:
+        """Every session, in listing order (live first, then by last seen)."""
+        ...
+
+    def has_mailbox(self, address: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Where relative paths start, and how an existing path is canonicalised."""
+
+    cwd: str
+    home: str
+    canonical: Callable[[str], str]
+
+
+def resolve(handle: str, directory: Directory, caller: Caller) -> Target | Refusal:
+    kind = classify_handle(handle)
+    if kind is HandleKind.ADDRESS:
+        return _by_address(handle, directory)
+    candidates = directory.candidates()
+    if kind is HandleKind.PATH:
+        path = caller.canonical(expand_path(handle, caller.cwd, caller.home))
+        matches = [c for c in candidates if c.record.cwd == path]
+        if not matches:
+            return Refusal(handle, format.no_session_in(path, _reachable(candidates)))
+        return _decide(handle, matches)
+    for step in _NAME_STEPS:
+        matches = [c for c in candidates if step(handle, c.record)]
+        if matches:
+            return _decide(handle, matches)
+    return Refusal(handle, format.unknown_target(handle, _reachable(candidates)))
+
+
+def resolve_all(
+    handles: Sequence[str], directory: Directory, caller: Caller
+) -> list[Target] | Refusal:
+    """All or nothing: the first refusal refuses the batch. Handles that name one
+    session collapse to one target, in the order first named."""
+    if not handles:
+        return Refusal(None, "send requires --to <target>")
+    if len(handles) > MAX_TARGETS:
+        return Refusal(None, format.too_many_targets(len(handles), MAX_TARGETS))
+    targets: dict[str, Target] = {}
+    for handle in handles:
+        outcome = resolve(handle, directory, caller)
+        if isinstance(outcome, Refusal):
+            return outcome
+        targets.setdefault(outcome.address, outcome)
+    return list(targets.values())
+
+
+def _by_address(address: str, directory: Directory) -> Target | Refusal:
+    found = directory.by_address(address)
+    if found is not None:
+        return Target(address, found)
+    if directory.has_mailbox(address):
+        return Target(address, None)
+    # pi-post 0.7 would create a mailbox nobody reads; the reference refuses.
+    return Refusal(address, format.unknown_address(address))
+
+
+def _exact_session_id(handle: str, record: Record) -> bool:
+    return handle == record.session_id
+
+
+def _session_id_prefix(handle: str, record: Record) -> bool:
+    return classify_handle(handle) is HandleKind.SESSION_ID_PREFIX and (
+        record.session_id.lower().startswith(handle.lower())
+    )
+
+
+def _name(handle: str, record: Record) -> bool:
+    return handle in (record.name, default_name(record.cwd, record.address))
+
+
+def _cwd_basename(handle: str, record: Record) -> bool:
+    return record.cwd.rstrip("/").rsplit("/", 1)[-1] == handle
+
+
+_NAME_STEPS: tuple[Callable[[str, Record], bool], ...] = (
+    _exact_session_id,
+    _session_id_prefix,
+    _name,
+    _cwd_basename,
+)
+
+
+def _decide(handle: str, matches: list[Candidate]) -> Target | Refusal:
+    running = [c for c in matches if c.presence.process_exists]
+    remaining = running or matches
+    if len(remaining) == 1:
+        return Target(remaining[0].address, remaining[0])
+    return Refusal(handle, format.ambiguous(handle, remaining))
+
+
+def _reachable(candidates: Sequence[Candidate]) -> list[Candidate]:
+    return [c for c in candidates if c.presence.process_exists] or list(candidates)
