@@ -8,12 +8,14 @@ where pipost differs on purpose, DESIGN.md lists it. Errors go to stderr as
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
-from pipost import format, mailbox, registry
+from pipost import droplog, format, host, mailbox, policy, registry
 from pipost.address import address_of, is_address
 from pipost.message import Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
@@ -67,6 +69,37 @@ usage: pi-post whoami
 
 Print the address of the session this shell runs in ($PI_SESSION_ID).
 """,
+    "listen": """\
+usage: pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
+                      [--transcript <file> | --exec <command>]
+
+Make this process a receiving session: register its address, take its mail as
+it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
+
+  --transcript <file>  append one JSON line per message, flushed before the
+                       message is taken off disk; the transcript is the ledger
+                       that makes delivery exactly once across crashes
+  --exec <command>     run the command (sh -c) once per message, the framed text
+                       on its stdin and PI_POST_MESSAGE_ID, PI_POST_MESSAGE_FROM,
+                       PI_POST_MESSAGE_REPLY_TO in its environment; exit 0 means
+                       taken, anything else leaves the message queued for a retry
+  (neither)            one JSON line per message on standard output
+
+PI_POST_INBOUND=accept|refuse and PI_POST_RESUME=wake|stage apply.
+""",
+    "log": """\
+usage: pi-post log
+
+Show the messages receiving sessions dropped or set aside, with the reason
+(never the body), oldest first.
+""",
+    "demo": """\
+usage: pi-post demo
+
+Run a short, narrated exchange between real pi-post processes in a throwaway
+folder: live and queued delivery, collecting mail on resume, a reply loop cut
+by the guard, and a sweep that keeps mail. Touches nothing of yours.
+""",
     "sweep": """\
 usage: pi-post sweep
 
@@ -77,7 +110,8 @@ empty, and empty mailbox folders that no record names. Mail is never removed.
 
 OVERVIEW = (
     USAGE
-    + """       pi-post sweep | help [<command>]
+    + """       pi-post listen --session-id <id> [--transcript <file> | --exec <command>]
+       pi-post log | sweep | demo | help [<command>]
 
 pi-post passes text between agent sessions on one machine through files under
 $PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
@@ -278,6 +312,72 @@ def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
+def cmd_listen(args: Sequence[str], ctx: Context) -> int:
+    options, positional = _options(
+        args,
+        "listen",
+        flags=set(),
+        valued={"--session-id", "--name", "--cwd", "--transcript", "--exec"},
+    )
+    if positional:
+        raise UsageError("listen takes no positional arguments (see pi-post listen --help)")
+    session_id = (options.get("--session-id") or [""])[-1]
+    if not session_id:
+        raise UsageError("listen requires --session-id <id>")
+    if "--transcript" in options and "--exec" in options:
+        raise UsageError("listen takes --transcript or --exec, not both")
+    cwd = os.path.realpath((options.get("--cwd") or [ctx.working_dir()])[-1])
+    environ = dict(ctx.environ)
+    environ.update(PI_SESSION_ID=session_id, PI_SESSION_ADDRESS=address_of(session_id))
+    context: host.Context
+    if "--transcript" in options:
+        context = host.TranscriptContext(Path(options["--transcript"][-1]))
+    elif "--exec" in options:
+        context = host.ExecContext(options["--exec"][-1], environ)
+    else:
+        context = host.StreamContext(ctx.stdout)
+    receiver = host.Host(
+        ctx.post(),
+        session_id,
+        cwd,
+        context,
+        name=options["--name"][-1] if "--name" in options else None,
+        inbound=policy.inbound_mode(ctx.environ.get("PI_POST_INBOUND")),
+        resume=policy.resume_mode(ctx.environ.get("PI_POST_RESUME")),
+    )
+    previous = {
+        sig: signal.signal(sig, lambda *_: receiver.request_stop())
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        receiver.start()
+        ctx.stderr.write(f"pi-post: listening as {receiver.address}\n")
+        ctx.stderr.flush()
+        receiver.serve()
+    finally:
+        receiver.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def cmd_log(args: Sequence[str], ctx: Context) -> int:
+    _options(args, "log", flags=set(), valued=set())
+    for drop in droplog.read(ctx.post().root):
+        ctx.say(
+            f"{format.iso_time(drop.at)} {drop.address} {format.visible(drop.letter)} "
+            f"from {format.visible(drop.sender)}: {format.visible(drop.reason)}"
+        )
+    return 0
+
+
+def cmd_demo(args: Sequence[str], ctx: Context) -> int:
+    _options(args, "demo", flags=set(), valued=set())
+    from pipost import demo
+
+    return demo.run(ctx.say)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "send": cmd_send,
     "list": cmd_list,
@@ -285,6 +385,9 @@ COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "peek": cmd_peek,
     "whoami": cmd_whoami,
     "sweep": cmd_sweep,
+    "listen": cmd_listen,
+    "log": cmd_log,
+    "demo": cmd_demo,
 }
 
 

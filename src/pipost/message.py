@@ -44,8 +44,8 @@ class Sender:
 
     @property
     def key(self) -> str:
-        """Who this is for the loop guard: the address when it has one."""
-        return self.address or f"{self.kind}:{self.name}"
+        """Who this is for the loop guard: the address when it has one, else the name."""
+        return self.address or self.name
 
 
 @dataclass(frozen=True)
@@ -193,9 +193,10 @@ def _from_json(data: object) -> Message | Rejected:
         return Rejected("from.kind is neither session nor process")
     if not isinstance(name, str):
         return Rejected("from.name is not a string")
-    if address is not None and not isinstance(address, str):
+    # An optional field is absent or a string; null is a bad type, not absence.
+    if "address" in sender and not isinstance(address, str):
         return Rejected("from.address is not a string")
-    if cwd is not None and not isinstance(cwd, str):
+    if "cwd" in sender and not isinstance(cwd, str):
         return Rejected("from.cwd is not a string")
     for key in ("id", "body"):
         if not isinstance(data.get(key), str):
@@ -203,7 +204,7 @@ def _from_json(data: object) -> Message | Rejected:
     if not _is_int(data.get("sentAt")):
         return Rejected("sentAt is not an integer")
     reply_to = data.get("replyTo")
-    if reply_to is not None and not isinstance(reply_to, str):
+    if "replyTo" in data and not isinstance(reply_to, str):
         return Rejected("replyTo is not a string")
     message = Message(
         id=data["id"],
@@ -238,6 +239,7 @@ def _check(message: Message) -> str | None:
     try:
         message.body.encode("utf-8")
         sender.name.encode("utf-8")
+        (sender.cwd or "").encode("utf-8")
     except UnicodeEncodeError:
         return "text holds unpaired surrogates"
     return None

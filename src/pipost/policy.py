@@ -85,25 +85,39 @@ class _History:
 
 
 class LoopGuard:
-    """Per-sender memory of recent deliveries. judge() records what it lets through."""
+    """Per-sender memory of recent deliveries.
+
+    judge() only looks; admit() records a message that entered context. Kept
+    apart so that a message whose delivery failed, and is retried, is not then
+    dropped as a duplicate of itself."""
 
     def __init__(self) -> None:
         self._senders: dict[str, _History] = {}
 
     def judge(self, sender: str, body: str, now: int) -> Verdict:
-        history = self._senders.setdefault(sender, _History())
-        while history.delivered_at and now - history.delivered_at[0] >= RATE_WINDOW_MS:
-            history.delivered_at.popleft()
-        digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
-        history.last_by_body = {
-            d: t for d, t in history.last_by_body.items() if now - t < DUPLICATE_WINDOW_MS
-        }
-        if digest in history.last_by_body:
+        history = self._forget_old(sender, now)
+        if _digest(body) in history.last_by_body:
             return Verdict(
                 False, f"duplicate: identical body within {DUPLICATE_WINDOW_MS // 1000} s"
             )
         if len(history.delivered_at) >= RATE_LIMIT:
             return Verdict(False, f"rate: over {RATE_LIMIT} messages in {RATE_WINDOW_MS // 1000} s")
-        history.delivered_at.append(now)
-        history.last_by_body[digest] = now
         return DELIVER
+
+    def admit(self, sender: str, body: str, now: int) -> None:
+        history = self._forget_old(sender, now)
+        history.delivered_at.append(now)
+        history.last_by_body[_digest(body)] = now
+
+    def _forget_old(self, sender: str, now: int) -> _History:
+        history = self._senders.setdefault(sender, _History())
+        while history.delivered_at and now - history.delivered_at[0] >= RATE_WINDOW_MS:
+            history.delivered_at.popleft()
+        history.last_by_body = {
+            d: t for d, t in history.last_by_body.items() if now - t < DUPLICATE_WINDOW_MS
+        }
+        return history
+
+
+def _digest(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()

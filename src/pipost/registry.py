@@ -145,6 +145,14 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_utf8_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
     """Strict on the fields we know, tolerant of fields we do not; never raises."""
     if len(raw) > RECORD_READ_LIMIT:
@@ -160,6 +168,9 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
     for key in ("address", "sessionId", "name", "cwd"):
         if not isinstance(data.get(key), str) or not data[key]:
             return Rejected(f"{key} is not a non-empty string")
+        # "\ud800" is valid JSON but no text: it would crash hashing and printing.
+        if not _is_utf8_text(data[key]):
+            return Rejected(f"{key} holds unpaired surrogates")
     for key in ("startedAt", "lastSeen"):
         if not _is_int(data.get(key)):
             return Rejected(f"{key} is not an integer")
@@ -261,8 +272,12 @@ def register(
     return record
 
 
+def replace_last_seen(record: Record, last_seen: int) -> Record:
+    return replace(record, last_seen=last_seen)
+
+
 def heartbeat(root: Path, record: Record, now: int) -> Record:
-    beaten = replace(record, last_seen=now)
+    beaten = replace_last_seen(record, now)
     write(root, beaten)
     return beaten
 

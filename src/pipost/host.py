@@ -1,0 +1,389 @@
+"""The receiving session: where "delivered" is decided.
+
+Theory of operation
+-------------------
+A host owns one address. It registers its record (pid and the process's start
+time), then takes its mail in a loop: at start-up, whenever the folder watch
+fires, and every 3 s regardless. Each letter goes through the same steps:
+
+    claim      lock the file, oldest first; another receiver's claim is skipped
+    check      a letter that is not a message is set aside, never delivered
+    ledger     a context that already holds the id gets only the missing unlink
+    guard      the inbound mode, then the loop guard; a drop is logged first
+    enter      the framed text goes to the context: a steer that wakes the
+               session, or, for mail found at start-up with PI_POST_RESUME=stage,
+               staged for the first prompt
+    dispose    unlink only once the context took it (or it was dropped): the
+               unlink is the sender's receipt
+
+A context that fails leaves the letter queued and is retried with backoff, so
+nothing is lost (INV-05). With a context that can say which ids it holds (a
+transcript can), a crash between entry and unlink costs nothing: delivery is
+exactly once. With one that cannot, that crash window is the only way a
+message enters twice (INV-06). Heartbeats every 30 s keep the record live;
+failing to write it does not stop the session (INV-23). Shutdown marks the
+record offline and keeps it (INV-14).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from pipost import droplog, files, format, mailbox, registry
+from pipost.address import address_of
+from pipost.message import Message, Rejected, to_json
+from pipost.policy import (
+    ASK_DECLINED,
+    DELIVER,
+    INBOUND_TABLE,
+    WAKES,
+    Inbound,
+    LoopGuard,
+    Resume,
+    Verdict,
+)
+from pipost.post import Post
+from pipost.watch import FolderWatch
+
+POLL_S = 3.0
+HEARTBEAT_S = registry.HEARTBEAT_MS / 1000
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 60.0
+
+
+@dataclass(frozen=True)
+class Delivery:
+    message: Message
+    text: str
+    """The framed text the model reads (format.frame)."""
+    wake: bool
+    """True: a steer that also wakes an idle session. False: staged for the first prompt."""
+
+
+class Context(Protocol):
+    """Where delivered text goes: the model's context, a transcript, a command."""
+
+    def holds(self, message_id: str) -> bool | None:
+        """Whether the context already holds this message; None if it cannot tell."""
+
+    def enter(self, delivery: Delivery) -> bool:
+        """True once the text is in the context; False leaves the letter queued."""
+
+
+@dataclass
+class Stats:
+    entered: int = 0
+    dropped: int = 0
+    set_aside: int = 0
+    already_held: int = 0
+    failed_entries: int = 0
+    failed_heartbeats: int = 0
+
+
+@dataclass
+class _Retry:
+    at: float
+    delay: float
+
+
+@dataclass
+class Host:
+    post: Post
+    session_id: str
+    cwd: str
+    context: Context
+    name: str | None = None
+    inbound: Inbound = Inbound.ACCEPT
+    resume: Resume = Resume.WAKE
+    ask: Callable[[Message], bool] | None = None
+    """Asks the person (PI_POST_INBOUND=ask); None where there is no UI."""
+    kernel_events: bool = True
+    poll_s: float = POLL_S
+    heartbeat_s: float = HEARTBEAT_S
+    stats: Stats = field(default_factory=Stats)
+    record: registry.Record | None = None
+    _guard: LoopGuard = field(default_factory=LoopGuard)
+    _retries: dict[str, _Retry] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _watch: FolderWatch | None = None
+
+    @property
+    def address(self) -> str:
+        return address_of(self.session_id)
+
+    @property
+    def root(self) -> Path:
+        return self.post.root
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register, make sure the mailbox exists, take the mail that waited."""
+        pid = os.getpid()
+        token = self.post.processes.start_token(pid)
+        try:
+            self.record = registry.register(
+                self.root,
+                self.session_id,
+                self.cwd,
+                self.post.clock(),
+                name=self.name,
+                pid=pid,
+                pid_start=token or None,
+            )
+        except OSError:
+            self.stats.failed_heartbeats += 1  # unregistered, but mail still flows
+        files.ensure_dirs(self.root, "inbox", self.address)
+        self._watch = FolderWatch(
+            mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
+        )
+        self.drain(at_startup=True)
+
+    def serve(self) -> None:
+        """Take mail until request_stop(); heartbeats on the way."""
+        watch = self._watch
+        if watch is None:
+            raise RuntimeError("start() the host before serving")
+        next_beat = time.monotonic() + self.heartbeat_s
+        while not self._stop.is_set():
+            now = time.monotonic()
+            wake_at = min([now + self.poll_s, next_beat] + [r.at for r in self._retries.values()])
+            watch.wait(wake_at - now)
+            if self._stop.is_set():
+                break
+            self.drain()
+            if time.monotonic() >= next_beat:
+                self.beat()
+                next_beat = time.monotonic() + self.heartbeat_s
+
+    def request_stop(self) -> None:
+        """Safe from a signal handler or another thread."""
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.wake()
+
+    def stop(self) -> None:
+        """Shutdown: the record stays, without its pid (INV-14)."""
+        if self.record is not None:
+            with contextlib.suppress(OSError):
+                self.record = registry.mark_offline(self.root, self.record, self.post.clock())
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    def beat(self) -> None:
+        if self.record is None:
+            return
+        try:
+            self.record = registry.heartbeat(self.root, self.record, self.post.clock())
+        except OSError:
+            self.stats.failed_heartbeats += 1
+
+    # -- taking mail --------------------------------------------------------------
+
+    def drain(self, *, at_startup: bool = False) -> int:
+        """Take every letter that can be taken now, oldest first; returns how many
+        entered the context."""
+        before = self.stats.entered
+        for claim in mailbox.claims(self.root, self.address):
+            retry = self._retries.get(claim.name)
+            if retry is not None and retry.at > time.monotonic():
+                claim.release()
+                continue
+            self._take(claim, at_startup)
+        return self.stats.entered - before
+
+    def _take(self, claim: mailbox.Claim, at_startup: bool) -> None:
+        content = claim.content
+        try:
+            if isinstance(content, Rejected):
+                self._log(claim.name, "?", f"malformed: {content.reason}")
+                claim.set_aside(content.reason)
+                self.stats.set_aside += 1
+            elif self.context.holds(content.id):
+                claim.dispose()  # it entered before a crash; only the receipt was missing
+                self.stats.already_held += 1
+            else:
+                self._deliver_or_drop(claim, content, at_startup)
+                return
+        except OSError:
+            self._retry_later(claim)
+            return
+        self._retries.pop(claim.name, None)
+
+    def _deliver_or_drop(self, claim: mailbox.Claim, message: Message, at_startup: bool) -> None:
+        now = self.post.clock()
+        sender = message.sender.key
+        verdict = self._admission(message)
+        if verdict.deliver:
+            verdict = self._guard.judge(sender, message.body, now)
+        if not verdict.deliver:
+            try:
+                self._log(claim.name, sender, verdict.reason or "dropped")
+                claim.dispose()
+            except OSError:
+                self._retry_later(claim)
+                return
+            self.stats.dropped += 1
+            self._retries.pop(claim.name, None)
+            return
+        delivery = Delivery(message, format.frame(message), WAKES[(self.resume, at_startup)])
+        try:
+            entered = self.context.enter(delivery)
+        except Exception:  # a failing context must not lose the letter
+            entered = False
+        if not entered:
+            self.stats.failed_entries += 1
+            self._retry_later(claim)
+            return
+        self._guard.admit(sender, message.body, now)
+        self.stats.entered += 1
+        self._retries.pop(claim.name, None)
+        try:
+            claim.dispose()
+        except OSError:
+            claim.release()  # next pass: the ledger (if any) turns this into an unlink
+
+    def _admission(self, message: Message) -> Verdict:
+        verdict = INBOUND_TABLE[(self.inbound, self.ask is not None)]
+        if verdict is not None:
+            return verdict
+        assert self.ask is not None
+        return DELIVER if self.ask(message) else ASK_DECLINED
+
+    def _retry_later(self, claim: mailbox.Claim) -> None:
+        claim.release()
+        previous = self._retries.get(claim.name)
+        delay = min(previous.delay * 2, RETRY_MAX_S) if previous else RETRY_FIRST_S
+        self._retries[claim.name] = _Retry(time.monotonic() + delay, delay)
+
+    def _log(self, letter: str, sender: str, reason: str) -> None:
+        droplog.record(
+            self.root,
+            droplog.Drop(
+                at=self.post.clock(),
+                address=self.address,
+                letter=letter,
+                sender=sender,
+                reason=reason,
+            ),
+        )
+
+
+# -- contexts -------------------------------------------------------------------------
+
+
+def delivery_json(delivery: Delivery) -> dict[str, Any]:
+    message = to_json(delivery.message)
+    return {
+        "id": message["id"],
+        "from": message["from"],
+        "replyTo": message.get("replyTo"),
+        "sentAt": message["sentAt"],
+        "body": message["body"],
+        "text": delivery.text,
+        "wake": delivery.wake,
+    }
+
+
+class TranscriptContext:
+    """A JSON-lines transcript that is also the ledger: a line is flushed to disk
+    before the letter is unlinked, so a restart after any crash knows which ids
+    already entered. One listener per transcript (an exclusive lock says so)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, files.FILE_MODE)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise OSError(f"transcript {path} is in use by another listener") from None
+        self._ids = self._load()
+
+    def _load(self) -> set[str]:
+        with open(self.path, "rb") as transcript:
+            raw = transcript.read()
+        complete = raw[: raw.rfind(b"\n") + 1]
+        if len(complete) != len(raw):  # a line torn by a crash never entered: cut it
+            os.ftruncate(self._fd, len(complete))
+        ids = set()
+        for line in complete.splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                ids.add(str(json.loads(line)["id"]))
+        return ids
+
+    def holds(self, message_id: str) -> bool | None:
+        return message_id in self._ids
+
+    def enter(self, delivery: Delivery) -> bool:
+        line = json.dumps(delivery_json(delivery), ensure_ascii=False) + "\n"
+        os.write(self._fd, line.encode("utf-8"))
+        os.fsync(self._fd)
+        self._ids.add(delivery.message.id)
+        return True
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class ExecContext:
+    """Runs a shell command per message with the framed text on stdin; exit 0 means
+    the text entered context. The command learns the message from its environment."""
+
+    def __init__(self, command: str, environ: dict[str, str], timeout_s: float = 600.0) -> None:
+        self.command = command
+        self.environ = environ
+        self.timeout_s = timeout_s
+
+    def holds(self, message_id: str) -> bool | None:
+        return None
+
+    def enter(self, delivery: Delivery) -> bool:
+        message = delivery.message
+        env = dict(self.environ)
+        env.update(
+            PI_POST_MESSAGE_ID=message.id,
+            PI_POST_MESSAGE_FROM=message.sender.name,
+            PI_POST_MESSAGE_REPLY_TO=message.reply_to or "",
+            PI_POST_WAKE="1" if delivery.wake else "0",
+        )
+        try:
+            done = subprocess.run(
+                ["/bin/sh", "-c", self.command],
+                input=delivery.text.encode("utf-8"),
+                env=env,
+                timeout=self.timeout_s,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return done.returncode == 0
+
+
+class StreamContext:
+    """One JSON line per message on a stream (standard output by default)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def holds(self, message_id: str) -> bool | None:
+        return None
+
+    def enter(self, delivery: Delivery) -> bool:
+        try:
+            self.stream.write(json.dumps(delivery_json(delivery), ensure_ascii=False) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            return False
+        return True

@@ -1,0 +1,74 @@
+"""Waiting for new mail: the kernel's change notification where the standard
+library can reach it (inotify on Linux, through ctypes), a plain timeout
+elsewhere. Either way the receiving session also polls every 3 s, so a missed
+event only delays mail, never strands it (INV-23).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import select
+import sys
+from pathlib import Path
+
+# inotify(7): a file was renamed into the folder, or finished being written.
+_IN_MOVED_TO = 0x00000080
+_IN_CLOSE_WRITE = 0x00000008
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+
+
+class FolderWatch:
+    """wait(timeout) returns when the folder may have new letters, when wake() is
+    called (from a signal handler too), or at the timeout."""
+
+    def __init__(self, folder: Path, *, kernel_events: bool = True) -> None:
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._inotify = _inotify_watch(folder) if kernel_events else None
+
+    @property
+    def uses_kernel_events(self) -> bool:
+        return self._inotify is not None
+
+    def wait(self, timeout: float) -> None:
+        sources = [self._wake_read] + ([self._inotify] if self._inotify is not None else [])
+        try:
+            ready, _, _ = select.select(sources, [], [], max(timeout, 0.0))
+        except InterruptedError:
+            return
+        for fd in ready:
+            _drain(fd)
+
+    def wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # a full pipe is already a wake-up
+            os.write(self._wake_write, b"!")
+
+    def close(self) -> None:
+        for fd in (self._wake_read, self._wake_write, self._inotify):
+            if fd is not None:
+                os.close(fd)
+        self._inotify = None
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 65536):
+            pass
+
+
+def _inotify_watch(folder: Path) -> int | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
+    if fd < 0:
+        return None
+    if libc.inotify_add_watch(fd, os.fsencode(folder), _IN_MOVED_TO | _IN_CLOSE_WRITE) < 0:
+        os.close(fd)
+        return None
+    return fd
