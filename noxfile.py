@@ -75,3 +75,10 @@ def check(session: nox.Session) -> None:
     _types(session)
     _tests(session)
     _features(session)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks, each reported as a ratio to a baseline measured in the same run."""
+    _install(session)
+    session.run("python", "benchmarks/receive_latency.py", *session.posargs)
