@@ -1,0 +1,410 @@
+"""Message schema v1: strict, total parsing and byte-exact encoding (SPEC 1.2; INV-09, INV-21)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipost import schemas
+from pipost.message import (
+    BODY_CAP,
+    LETTER_READ_LIMIT,
+    BodyError,
+    Message,
+    Rejected,
+    Sender,
+    check_body,
+    encode,
+    new_message,
+    parse,
+    to_json,
+)
+
+INTEROP_MESSAGES = sorted(
+    (Path(__file__).parent / "fixtures" / "interop" / "messages").glob("*.json")
+)
+VALIDATOR = jsonschema.Draft202012Validator(schemas.load("message.v1"))
+
+
+def letter_name(path: Path) -> str:
+    """Fixture files are named ``<address>--<id>.json``; the letter was ``<id>.json``."""
+    return path.name.split("--", 1)[1]
+
+
+# -- the reference's own files ------------------------------------------------------
+
+
+def test_there_are_interop_messages() -> None:
+    assert len(INTEROP_MESSAGES) >= 8
+
+
+@pytest.mark.parametrize("path", INTEROP_MESSAGES, ids=lambda path: path.name)
+def test_interop_message_parses_and_reencodes_byte_identical(path: Path) -> None:
+    raw = path.read_bytes()
+    message = parse(raw, letter_name(path))
+    assert isinstance(message, Message), message
+    assert message.file_name == letter_name(path)
+    assert encode(message) == raw
+
+
+@pytest.mark.parametrize("path", INTEROP_MESSAGES, ids=lambda path: path.name)
+def test_interop_message_is_refused_under_another_file_name(path: Path) -> None:
+    raw = path.read_bytes()
+    assert isinstance(parse(raw, "1796078509367-deed10f1.json"), Rejected)
+
+
+# -- generated messages -------------------------------------------------------------
+
+addresses = st.from_regex(r"s-[0-9a-f]{12}", fullmatch=True)
+nonces = st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
+# 13 digits of milliseconds: up to the year 2286.
+sent_ats = st.integers(min_value=0, max_value=10**13 - 1)
+
+session_senders = st.builds(
+    Sender,
+    kind=st.just("session"),
+    name=st.text(min_size=1),
+    address=addresses,
+    cwd=st.none() | st.text(),
+)
+process_senders = st.builds(
+    Sender,
+    kind=st.just("process"),
+    name=st.text(min_size=1),
+    address=st.none(),
+    cwd=st.none() | st.text(),
+)
+senders = session_senders | process_senders
+
+
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def fill(unit: str, size: int) -> str:
+    """``unit`` repeated to at most ``size`` bytes, cut at a character boundary."""
+    text = unit * (size // utf8_size(unit) + 1)
+    while utf8_size(text) > size:
+        text = text[:-1]
+    return text
+
+
+near_cap_bodies = st.builds(
+    fill,
+    st.text(min_size=1, max_size=6),
+    st.integers(min_value=BODY_CAP - 16, max_value=BODY_CAP),
+)
+bodies = (st.text(max_size=400) | near_cap_bodies).filter(lambda body: body.strip() != "")
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    return new_message(
+        sender=draw(senders),
+        body=draw(bodies),
+        sent_at=draw(sent_ats),
+        reply_to=draw(st.none() | addresses),
+        nonce=draw(nonces),
+    )
+
+
+@given(messages())
+def test_generated_messages_round_trip_and_validate(message: Message) -> None:
+    raw = encode(message)
+    assert parse(raw, message.file_name) == message
+    VALIDATOR.validate(json.loads(raw))
+
+
+# -- the body cap, in bytes ---------------------------------------------------------
+
+
+def process_message(body: str) -> Message:
+    return new_message(Sender("process", "process:gtm"), body, sent_at=1796078535934)
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["é" * (BODY_CAP // 2), "€" * (BODY_CAP // 3) + "é", "x" * BODY_CAP],
+    ids=["2-byte", "3-byte", "ascii"],
+)
+def test_a_body_of_exactly_the_cap_in_bytes_is_accepted(body: str) -> None:
+    assert utf8_size(body) == BODY_CAP
+    message = process_message(body)
+    assert parse(encode(message), message.file_name) == message
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["é" * (BODY_CAP // 2) + "x", "x" * (BODY_CAP + 1)],
+    ids=["multibyte", "ascii"],
+)
+def test_a_body_one_byte_over_the_cap_is_refused_with_size_and_cap(body: str) -> None:
+    assert utf8_size(body) == BODY_CAP + 1
+    with pytest.raises(BodyError) as refusal:
+        check_body(body)
+    assert "32769" in str(refusal.value)
+    assert "32768" in str(refusal.value)
+    with pytest.raises(BodyError):
+        process_message(body)
+
+
+def test_a_file_with_a_body_over_the_cap_is_rejected_though_it_has_few_characters() -> None:
+    body = "é" * (BODY_CAP // 2 + 1)
+    assert len(body) < BODY_CAP < utf8_size(body)
+    data = to_json(process_message("x")) | {"body": body}
+    assert isinstance(parse(json.dumps(data, ensure_ascii=False).encode()), Rejected)
+
+
+@pytest.mark.parametrize("body", ["", " ", "   ", "\n", " \t\r\n "])
+def test_an_empty_or_blank_body_is_refused(body: str) -> None:
+    with pytest.raises(BodyError, match="empty body"):
+        check_body(body)
+
+
+def test_a_body_with_unpaired_surrogates_is_refused() -> None:
+    with pytest.raises(BodyError):
+        check_body("half a pair: \ud800")
+
+
+# -- parse is total -----------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+VALID = to_json(
+    new_message(
+        Sender("session", "gtm-summoner", "s-52c78af935a3", "/home/dev/gtm"),
+        "hello",
+        sent_at=1796078509367,
+        reply_to="s-52c78af935a3",
+        nonce="deed10f1",
+    )
+)
+SENDER_KEYS = ["kind", "name", "address", "cwd", "extra"]
+MESSAGE_KEYS = ["v", "id", "from", "replyTo", "sentAt", "body", "extra"]
+
+
+@st.composite
+def mutated_messages(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid message with some fields replaced, removed or added: mostly invalid,
+    now and then still valid, so both outcomes of parse are exercised."""
+    data = copy.deepcopy(VALID)
+    field_values = st.sampled_from(
+        ["s-0123456789ab", "process", "session", "", "../../x", 1, 1.0, True, None]
+    )
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        inner = draw(st.booleans())
+        target = data["from"] if inner and isinstance(data.get("from"), dict) else data
+        key = draw(st.sampled_from(SENDER_KEYS if target is not data else MESSAGE_KEYS))
+        if draw(st.booleans()):
+            target.pop(key, None)
+        else:
+            target[key] = draw(field_values | json_values)
+    return data
+
+
+@st.composite
+def valid_variants(draw: st.DrawFn) -> dict[str, Any]:
+    """VALID with its free parts changed: still a valid message."""
+    data = copy.deepcopy(VALID)
+    sender = data["from"]
+    sender["name"] = draw(st.text(min_size=1))
+    sender["cwd"] = draw(st.text())
+    data["body"] = draw(st.text())
+    for optional in draw(st.sets(st.sampled_from(["cwd", "replyTo", "address"]))):
+        (data if optional == "replyTo" else sender).pop(optional)
+    if "address" not in sender:
+        sender["kind"] = "process"
+    return data
+
+
+# About half of these are valid, so properties about what parse accepts are exercised.
+letters = mutated_messages() | valid_variants()
+
+
+def as_bytes(value: object) -> bytes:
+    return json.dumps(value).encode("utf-8")
+
+
+@given(st.binary(max_size=512))
+def test_parse_of_arbitrary_bytes_never_raises(raw: bytes) -> None:
+    assert isinstance(parse(raw), Message | Rejected)
+
+
+@given(json_values | letters)
+def test_parse_of_arbitrary_json_never_raises(value: object) -> None:
+    assert isinstance(parse(as_bytes(value)), Message | Rejected)
+
+
+@given(letters | json_values)
+def test_whatever_parse_accepts_the_schema_accepts(value: object) -> None:
+    raw = as_bytes(value)
+    if isinstance(parse(raw), Message):
+        VALIDATOR.validate(json.loads(raw))
+
+
+@given(letters)
+def test_whatever_parse_accepts_reencodes_to_the_same_value(value: dict[str, Any]) -> None:
+    message = parse(as_bytes(value))
+    if isinstance(message, Message):
+        assert json.loads(encode(message)) == value
+
+
+@given(valid_variants())
+def test_valid_variants_are_accepted(value: dict[str, Any]) -> None:
+    # Keeps the two properties above from passing by rejecting everything.
+    assert isinstance(parse(as_bytes(value)), Message)
+
+
+# -- what parse rejects -------------------------------------------------------------
+
+
+def with_fields(**changes: object) -> bytes:
+    """VALID with top-level fields replaced (a value of ... removes the field)."""
+    data = dict(VALID)
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key)
+        else:
+            data[key] = value
+    return as_bytes(data)
+
+
+def with_sender(**changes: object) -> bytes:
+    sender = dict(VALID["from"])
+    for key, value in changes.items():
+        if value is ...:
+            sender.pop(key)
+        else:
+            sender[key] = value
+    return with_fields(**{"from": sender})
+
+
+LETTER = VALID["id"] + ".json"
+VALID_BYTES = as_bytes(VALID)
+DEEP = 100_000
+
+REJECTIONS: list[tuple[str, bytes, str]] = [
+    ("v 2", with_fields(v=2), "v is not 1"),
+    ("v true", with_fields(v=True), "v is not 1"),
+    ("v 1.0", VALID_BYTES.replace(b'"v": 1,', b'"v": 1.0,'), "v is not 1"),
+    ("v string", with_fields(v="1"), "v is not 1"),
+    ("v missing", with_fields(v=...), "v is not 1"),
+    ("id not a string", with_fields(id=1796078509367), "id is not a string"),
+    ("id malformed", with_fields(id="1796078509367-DEED10F1"), "id is not"),
+    ("id short", with_fields(id="179607850936-deed10f1"), "id is not"),
+    ("id not sentAt", with_fields(id="1796078509368-deed10f1"), "sentAt"),
+    ("sentAt string", with_fields(sentAt="1796078509367"), "sentAt is not an integer"),
+    ("sentAt float", with_fields(sentAt=1796078509367.5), "sentAt is not an integer"),
+    ("sentAt true", with_fields(sentAt=True), "sentAt is not an integer"),
+    ("sentAt missing", with_fields(sentAt=...), "sentAt is not an integer"),
+    ("body number", with_fields(body=5), "body is not a string"),
+    ("body null", with_fields(body=None), "body is not a string"),
+    ("body missing", with_fields(body=...), "body is not a string"),
+    ("from string", with_fields(**{"from": "gtm"}), "from is not an object"),
+    ("from missing", with_fields(**{"from": ...}), "from is not an object"),
+    ("kind robot", with_sender(kind="robot"), "from.kind"),
+    ("kind missing", with_sender(kind=...), "from.kind"),
+    ("name number", with_sender(name=7), "from.name is not a string"),
+    ("name empty", with_sender(name=""), "from.name is empty"),
+    ("address path", with_sender(address="../../x"), "from.address is not an address"),
+    ("address number", with_sender(address=5), "from.address is not a string"),
+    ("address null", with_sender(address=None), "from.address is not a string"),
+    ("session without address", with_sender(address=...), "session sender"),
+    ("process with address", with_sender(kind="process"), "process sender"),
+    ("cwd number", with_sender(cwd=[]), "from.cwd is not a string"),
+    ("cwd null", with_sender(cwd=None), "from.cwd is not a string"),
+    ("unknown field in from", with_sender(pid=1), "unknown fields in from"),
+    ("replyTo path", with_fields(replyTo="../../x"), "replyTo is not an address"),
+    ("replyTo upper", with_fields(replyTo="S-52C78AF935A3"), "replyTo is not an address"),
+    ("replyTo newline", with_fields(replyTo="s-52c78af935a3\n"), "replyTo is not an address"),
+    ("replyTo number", with_fields(replyTo=1), "replyTo is not a string"),
+    ("replyTo null", with_fields(replyTo=None), "replyTo is not a string"),
+    ("unknown field", with_fields(priority="high"), "unknown fields"),
+    ("duplicate keys", VALID_BYTES[:-1] + b', "body": "other"}', "duplicate key"),
+    ("NaN", VALID_BYTES.replace(b'"sentAt": 1796078509367', b'"sentAt": NaN'), "NaN"),
+    (
+        "Infinity",
+        VALID_BYTES.replace(b'"sentAt": 1796078509367', b'"sentAt": Infinity'),
+        "Infinity",
+    ),
+    ("deep array", b"[" * DEEP + b"]" * DEEP, "nested too deeply"),
+    (
+        "deep field",
+        VALID_BYTES[:-1] + b', "x": ' + b"[" * DEEP + b"]" * DEEP + b"}",
+        "nested too deeply",
+    ),
+    ("non-UTF-8", VALID_BYTES.replace(b'"hello"', b'"hel\xfflo"'), "not UTF-8"),
+    ("surrogate body", VALID_BYTES.replace(b'"hello"', b'"\\ud800"'), "surrogates"),
+    ("surrogate name", with_sender(name="\ud83d"), "surrogates"),
+    ("surrogate cwd", with_sender(cwd="\udfff"), "surrogates"),
+    ("oversize", VALID_BYTES + b" " * (LETTER_READ_LIMIT + 1 - len(VALID_BYTES)), "larger"),
+    ("truncated", VALID_BYTES[:-1], "not JSON"),
+    ("empty file", b"", "not JSON"),
+    ("array", b"[]", "not a JSON object"),
+    ("null", b"null", "not a JSON object"),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [(raw, reason) for _, raw, reason in REJECTIONS],
+    ids=[label for label, _, _ in REJECTIONS],
+)
+def test_parse_rejects(raw: bytes, reason: str) -> None:
+    outcome = parse(raw, LETTER)
+    assert isinstance(outcome, Rejected)
+    assert reason in outcome.reason
+
+
+def test_the_rejection_table_starts_from_a_valid_message() -> None:
+    # Each rejection above is one change away from this; it must itself be accepted.
+    assert isinstance(parse(VALID_BYTES, LETTER), Message)
+
+
+def test_id_must_equal_the_file_name() -> None:
+    outcome = parse(VALID_BYTES, "1796078509367-deed10f2.json")
+    assert isinstance(outcome, Rejected)
+    assert "file name" in outcome.reason
+
+
+def test_a_letter_of_exactly_the_read_limit_is_read() -> None:
+    padded = VALID_BYTES + b" " * (LETTER_READ_LIMIT - len(VALID_BYTES))
+    assert len(padded) == LETTER_READ_LIMIT
+    assert isinstance(parse(padded, LETTER), Message)
+
+
+def test_the_read_limit_holds_the_largest_valid_letter() -> None:
+    # Every byte of body spelled as a six-character escape, and long names.
+    message = new_message(
+        Sender("session", "n" * 1000, "s-52c78af935a3", "/" + "c" * 4000),
+        "\x01" * BODY_CAP,
+        sent_at=1796078509367,
+        reply_to="s-52c78af935a3",
+    )
+    raw = json.dumps(to_json(message)).encode("utf-8")
+    assert len(raw) <= LETTER_READ_LIMIT
+    assert parse(raw, message.file_name) == message
+
+
+def test_new_message_refuses_what_parse_would_reject() -> None:
+    with pytest.raises(ValueError, match="replyTo"):
+        new_message(Sender("process", "p"), "hi", sent_at=1, reply_to="../../x")
+    with pytest.raises(ValueError, match="process sender"):
+        new_message(Sender("process", "p", address="s-52c78af935a3"), "hi", sent_at=1)
