@@ -124,6 +124,10 @@ class UsageError(Exception):
     """Bad arguments; the text is for the user."""
 
 
+class HelpRequested(Exception):
+    """--help or -h stood where an option can stand."""
+
+
 @dataclass
 class Context:
     """What a command may touch, injectable so that tests run it in-process."""
@@ -152,9 +156,15 @@ class Context:
 
 
 def _options(
-    args: Sequence[str], command: str, *, flags: set[str], valued: set[str]
+    args: Sequence[str],
+    command: str,
+    *,
+    flags: frozenset[str] = frozenset(),
+    valued: frozenset[str] = frozenset(),
+    positional_allowed: bool = True,
 ) -> tuple[dict[str, list[str]], list[str]]:
-    """``--name value``, ``--name=value`` and bare flags; the rest is positional."""
+    """``--name value``, ``--name=value`` and bare flags; the rest is positional.
+    ``--help`` counts only where an option can stand, never as a value."""
     found: dict[str, list[str]] = {}
     positional: list[str] = []
     index = 0
@@ -164,11 +174,15 @@ def _options(
         if arg == "--":
             positional += args[index:]
             break
+        if arg in ("--help", "-h"):
+            raise HelpRequested
         if not arg.startswith("--") or arg == "-":
             positional.append(arg)
             continue
         name, has_value, value = arg.partition("=")
-        if name in flags and not has_value:
+        if name in flags:
+            if has_value:
+                raise UsageError(f"{name} takes no value")
             found.setdefault(name, []).append("")
         elif name in valued:
             if not has_value:
@@ -181,6 +195,8 @@ def _options(
             raise UsageError(
                 f"unknown option {arg.split('=')[0]} for {command} (see pi-post {command} --help)"
             )
+    if positional and not positional_allowed:
+        raise UsageError(f"{command} takes no arguments (see pi-post {command} --help)")
     return found, positional
 
 
@@ -190,11 +206,20 @@ def _one(positional: list[str], command: str, what: str) -> str:
     return positional[0]
 
 
+def _session_address(session_id: str, source: str) -> str:
+    """The address of a session id from the command line or the environment, where
+    undecodable bytes arrive as lone surrogates that have no address."""
+    try:
+        return address_of(session_id)
+    except UnicodeEncodeError:
+        raise UsageError(f"{source} is not valid UTF-8 text") from None
+
+
 def _reply_to(option: list[str] | None, ctx: Context) -> str | None:
     value = option[-1] if option else ctx.environ.get("PI_POST_REPLY_TO")
     if value is None or value == "":
         session_id = ctx.environ.get("PI_SESSION_ID")
-        return address_of(session_id) if session_id else None
+        return _session_address(session_id, "PI_SESSION_ID") if session_id else None
     if value == "none":
         return None
     if not is_address(value):
@@ -207,7 +232,7 @@ def _reply_to(option: list[str] | None, ctx: Context) -> str | None:
 
 def cmd_send(args: Sequence[str], ctx: Context) -> int:
     options, positional = _options(
-        args, "send", flags=set(), valued={"--to", "--body", "--from", "--reply-to"}
+        args, "send", valued=frozenset({"--to", "--body", "--from", "--reply-to"})
     )
     if positional:
         raise UsageError("send takes its targets as --to <target> (see pi-post send --help)")
@@ -237,7 +262,7 @@ def cmd_send(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_list(args: Sequence[str], ctx: Context) -> int:
-    options, positional = _options(args, "list", flags={"--all"}, valued=set())
+    options, positional = _options(args, "list", flags=frozenset({"--all"}))
     if positional:
         raise UsageError("list takes no arguments but --all")
     post = ctx.post()
@@ -261,7 +286,10 @@ def _lookup(handle: str, ctx: Context) -> tuple[Post, str, int]:
 
 
 def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
-    _, positional = _options(args, "resolve", flags=set(), valued=set())
+    _, positional = _options(
+        args,
+        "resolve",
+    )
     handle = _one(positional, "resolve", "target")
     post, address, queued = _lookup(handle, ctx)
     record = registry.read(post.root, address)
@@ -276,7 +304,10 @@ def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_peek(args: Sequence[str], ctx: Context) -> int:
-    _, positional = _options(args, "peek", flags=set(), valued=set())
+    _, positional = _options(
+        args,
+        "peek",
+    )
     post, address, _ = _lookup(_one(positional, "peek", "target"), ctx)
     letters = post.peek(address)
     if not letters:
@@ -290,18 +321,18 @@ def cmd_peek(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_whoami(args: Sequence[str], ctx: Context) -> int:
-    _options(args, "whoami", flags=set(), valued=set())
+    _options(args, "whoami", positional_allowed=False)
     session_id = ctx.environ.get("PI_SESSION_ID")
     if not session_id:
         raise Refused(
             "PI_SESSION_ID is not set (run inside a pi bash tool, or use an explicit address)"
         )
-    ctx.say(address_of(session_id))
+    ctx.say(_session_address(session_id, "PI_SESSION_ID"))
     return 0
 
 
 def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
-    _options(args, "sweep", flags=set(), valued=set())
+    _options(args, "sweep", positional_allowed=False)
     report = ctx.post().sweep()
     for address in report.records_removed:
         ctx.say(f"removed record {address}")
@@ -316,8 +347,7 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     options, positional = _options(
         args,
         "listen",
-        flags=set(),
-        valued={"--session-id", "--name", "--cwd", "--transcript", "--exec"},
+        valued=frozenset({"--session-id", "--name", "--cwd", "--transcript", "--exec"}),
     )
     if positional:
         raise UsageError("listen takes no positional arguments (see pi-post listen --help)")
@@ -328,7 +358,8 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         raise UsageError("listen takes --transcript or --exec, not both")
     cwd = os.path.realpath((options.get("--cwd") or [ctx.working_dir()])[-1])
     environ = dict(ctx.environ)
-    environ.update(PI_SESSION_ID=session_id, PI_SESSION_ADDRESS=address_of(session_id))
+    address = _session_address(session_id, "--session-id")
+    environ.update(PI_SESSION_ID=session_id, PI_SESSION_ADDRESS=address)
     context: host.Context
     if "--transcript" in options:
         context = host.TranscriptContext(Path(options["--transcript"][-1]))
@@ -362,7 +393,7 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_log(args: Sequence[str], ctx: Context) -> int:
-    _options(args, "log", flags=set(), valued=set())
+    _options(args, "log", positional_allowed=False)
     for drop in droplog.read(ctx.post().root):
         ctx.say(
             f"{format.iso_time(drop.at)} {drop.address} {format.visible(drop.letter)} "
@@ -372,7 +403,7 @@ def cmd_log(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_demo(args: Sequence[str], ctx: Context) -> int:
-    _options(args, "demo", flags=set(), valued=set())
+    _options(args, "demo", positional_allowed=False)
     from pipost import demo
 
     return demo.run(ctx.say)
@@ -404,11 +435,11 @@ def run(argv: Sequence[str], ctx: Context) -> int:
     if handler is None:
         ctx.stdout.write(USAGE)
         return 1
-    if "--help" in args or "-h" in args:
-        ctx.stdout.write(HELP[command])
-        return 0
     try:
         return handler(args, ctx)
+    except HelpRequested:
+        ctx.stdout.write(HELP[command])
+        return 0
     except (Refused, UsageError) as error:
         ctx.stderr.write(f"pi-post: {error}\n")
     except OSError as error:

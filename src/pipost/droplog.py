@@ -21,7 +21,10 @@ from typing import Any
 from pipost import files
 
 LIMIT = 1024 * 1024
-_LINE_LIMIT = 4096
+_FIELD_LIMIT = 512
+"""Characters kept of each text field: names come from letters a stranger wrote.
+Fields are clipped, never the line, so every line stays JSON (and its reason
+readable) whatever a sender put in them."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,8 @@ def log_path(root: Path) -> Path:
 
 def record(root: Path, drop: Drop) -> None:
     """Append one line, flushed; rotate first when the file is past LIMIT."""
-    line = json.dumps(drop.to_json(), ensure_ascii=False)
-    data = (line[:_LINE_LIMIT] + "\n").encode("utf-8", "replace")
+    fields = {k: v[:_FIELD_LIMIT] if isinstance(v, str) else v for k, v in drop.to_json().items()}
+    data = (json.dumps(fields, ensure_ascii=False) + "\n").encode("utf-8", "replace")
     folder = files.ensure_dirs(root, "log")
     path = log_path(root)
     while True:
@@ -59,7 +62,8 @@ def record(root: Path, drop: Drop) -> None:
             # Another writer may have rotated the file while we waited for the lock.
             if not _is_current(path, fd):
                 continue
-            if os.fstat(fd).st_size + len(data) > LIMIT:
+            size = os.fstat(fd).st_size
+            if size and size + len(data) > LIMIT:  # an empty file takes any line: no endless loop
                 files.rename(path, folder / "drops.jsonl.1")
                 continue
             os.write(fd, data)

@@ -98,11 +98,22 @@ def remove_empty_dir(path: Path) -> bool:
 
 
 def list_names(path: Path) -> list[str]:
-    """Names in a folder; an absent folder is empty."""
+    """Names in a folder; an absent folder is empty. A symlink standing where the
+    folder should be is refused, not followed."""
     try:
-        return os.listdir(path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return []
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePath(
+                error.errno, "not a folder (a symlink is never followed)", str(path)
+            ) from None
+        raise
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -29,9 +29,10 @@ DAY_MS = 24 * 3600 * 1000
 QUOTE = "│ "
 FRAME = "[pi-post]"
 
-# C0 and C1 controls, DEL, and the invisible characters that reorder or break
-# lines (bidi overrides and isolates, line and paragraph separators).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls, DEL, the invisible characters that reorder or break lines
+# (bidi overrides and isolates, line and paragraph separators), and lone
+# surrogates (undecodable bytes), which a UTF-8 terminal stream cannot even take.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -173,10 +173,16 @@ class Host:
             self._watch.wake()
 
     def stop(self) -> None:
-        """Shutdown: the record stays, without its pid (INV-14)."""
+        """Shutdown: the record stays, without its pid (INV-14). A record another
+        receiver of this address wrote since is theirs: it stays as it is."""
         if self.record is not None:
-            with contextlib.suppress(OSError):
-                self.record = registry.mark_offline(self.root, self.record, self.post.clock())
+            current = registry.read(self.root, self.address)
+            if current is None or (current.pid, current.pid_start) == (
+                self.record.pid,
+                self.record.pid_start,
+            ):
+                with contextlib.suppress(OSError):
+                    self.record = registry.mark_offline(self.root, self.record, self.post.clock())
         if self._watch is not None:
             self._watch.close()
             self._watch = None

@@ -93,6 +93,8 @@ class Post:
             raise Refused(targets.text)
         try:
             check_body(body)
+            # what parse would reject in the envelope (a name holding undecodable bytes)
+            new_message(sender, body, self.clock(), reply_to=reply_to)
         except ValueError as error:
             raise Refused(str(error)) from None
         for target in targets:  # refuse a full mailbox before writing to any

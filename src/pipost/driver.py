@@ -1,0 +1,393 @@
+"""The one small interface the specification talks through (SPEC 11).
+
+The Gherkin features and the state machines drive an implementation only through
+``Driver.call(op, **args)``: every argument and every result is a JSON value
+(dicts, lists, strings, integers, booleans, None), so the same suite can run
+in-process against pipost or, over a JSON-lines transport, against a port.
+
+Outcomes of the contract are results, not exceptions: ``{"refused": text}`` when
+pi-post refuses (an unknown target, an oversize body, a full mailbox) and
+``{"failed": text}`` when the filesystem failed an operation. A misuse of the
+interface itself (an operation not in ``capabilities``, a missing or mistyped
+argument) raises DriverError; a transport reports it as an error line.
+
+Messages and records appear in results in their wire form (SPEC 1.2, 1.3).
+
+:class:`InProcessDriver` runs pipost over one root folder with an injected clock
+(ms) and a fake process table, both moved by operations, so presence, ages and
+sweeps are decided by the scenario and not by the machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import inspect
+import itertools
+import os
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, TypeAlias, Union
+
+from pipost import format, mailbox, message, registry
+from pipost.address import address_of, default_name, is_address
+from pipost.message import Rejected, Sender
+from pipost.post import Post, Refused
+from pipost.registry import Record
+from pipost.resolve import Caller, Candidate
+
+Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
+Result: TypeAlias = dict[str, Json]
+
+DEFAULT_NOW = 1_796_078_534_257
+"""Where the injected clock starts: the moment of the reference CLI's transcripts."""
+
+
+class DriverError(Exception):
+    """The interface was misused: an unknown operation or bad arguments."""
+
+
+class Driver(Protocol):
+    def call(self, op: str, **args: Json) -> Result:
+        """Run operation ``op``; raises DriverError only for a misuse of the interface."""
+        ...
+
+
+class FakeProcessTable:
+    """A process table the scenario controls: pids start, exit and get reused.
+
+    A start token names one process; a recycled pid gets a new token, which is how
+    presence tells the process that registered from a stranger (INV-15)."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[int, str] = {}
+        self._next_pid = 40_000
+        self._births = itertools.count(1)
+
+    def start_token(self, pid: int) -> str | None:
+        return self._tokens.get(pid)
+
+    def start(self, pid: int | None = None) -> int:
+        if pid is None:
+            while self._next_pid in self._tokens:
+                self._next_pid += 1
+            pid = self._next_pid
+        self._tokens[pid] = f"birth-{next(self._births)}"
+        return pid
+
+    def stop(self, pid: int) -> bool:
+        return self._tokens.pop(pid, None) is not None
+
+
+class InProcessDriver:
+    """pipost itself, over ``root``, with an injected clock and process table.
+
+    ``home`` is what ``~`` means in path handles. A send does not wait for a
+    receipt (``receipt_wait`` 0 s): no receiver runs in-process, so a live target
+    answers "queued" at once instead of after 1.5 s."""
+
+    def __init__(
+        self, root: Path, *, home: str, now: int = DEFAULT_NOW, receipt_wait: float = 0.0
+    ) -> None:
+        self.root = root
+        self.home = home
+        self.now = now
+        self.processes = FakeProcessTable()
+        self.post = Post(root, clock=lambda: self.now, processes=self.processes)
+        self.post.receipt_wait = receipt_wait
+        self._operations: dict[str, Callable[..., Result]] = {
+            name.removeprefix("op_"): getattr(self, name)
+            for name in sorted(dir(self))
+            if name.startswith("op_")
+        }
+
+    def call(self, op: str, **args: Json) -> Result:
+        operation = self._operations.get(op)
+        if operation is None:
+            raise DriverError(f"unknown operation {op!r} (see capabilities)")
+        _check_arguments(op, operation, args)
+        try:
+            return operation(**args)
+        except Refused as refusal:
+            return {"refused": str(refusal)}
+        except OSError as error:
+            where = f": {error.filename}" if error.filename else ""
+            return {"failed": f"{error.strerror or error}{where}"}
+
+    # -- the interface itself ---------------------------------------------------------
+
+    def op_capabilities(self) -> Result:
+        """The operations this driver offers. Result: ``{"ops": [name, ...]}``."""
+        return {"ops": list(self._operations)}
+
+    # -- the world: clock and processes -----------------------------------------------
+
+    def op_set_clock(self, now: int) -> Result:
+        """Set the clock to ``now`` (ms since the epoch). Result: ``{"now": ms}``."""
+        self.now = now
+        return {"now": self.now}
+
+    def op_advance_clock(self, ms: int) -> Result:
+        """Move the clock forward by ``ms`` (negative moves it back). Result: ``{"now": ms}``."""
+        self.now += ms
+        return {"now": self.now}
+
+    def op_process_start(self, pid: int | None = None) -> Result:
+        """Start a process, with ``pid`` if given, else a fresh pid. Result: ``{"pid": n}``.
+        Refused if a process already has ``pid``."""
+        if pid is not None and self.processes.start_token(pid) is not None:
+            raise Refused(f"pid {pid} is running")
+        return {"pid": self.processes.start(pid)}
+
+    def op_process_stop(self, pid: int) -> Result:
+        """The process ``pid`` exits. Result: ``{"pid": n}``; refused if none runs."""
+        if not self.processes.stop(pid):
+            raise Refused(f"no process has pid {pid}")
+        return {"pid": pid}
+
+    def op_process_recycle(self, pid: int) -> Result:
+        """Whatever had ``pid`` exits and an unrelated process gets the same pid.
+        Result: ``{"pid": n}``."""
+        self.processes.stop(pid)
+        return {"pid": self.processes.start(pid)}
+
+    # -- a session's life ---------------------------------------------------------------
+
+    def op_register(
+        self, session_id: str, cwd: str, name: str | None = None, pid: int | None = None
+    ) -> Result:
+        """A session starts (or resumes) in ``cwd`` and writes its record.
+
+        ``cwd`` is canonicalised as a session does; ``name`` defaults to the default
+        name; ``pid`` defaults to a freshly started process. Result: a session
+        (``{"address", "record", "presence", "queued"}``)."""
+        if pid is None:
+            pid = self.processes.start()
+        record = registry.register(
+            self.root,
+            session_id,
+            os.path.realpath(cwd),
+            self.now,
+            name=name,
+            pid=pid,
+            pid_start=self.processes.start_token(pid),
+        )
+        return self._session(self.post.candidate(record, self.now))
+
+    def op_heartbeat(self, session_id: str) -> Result:
+        """The session refreshes its record. Result: a session; refused without a record."""
+        record = registry.heartbeat(self.root, self._record_of(session_id), self.now)
+        return self._session(self.post.candidate(record, self.now))
+
+    def op_shutdown(self, session_id: str) -> Result:
+        """The session ends: its record loses the pid and stays (INV-14). Result: a
+        session; refused without a record. The process itself is left to process_stop."""
+        record = registry.mark_offline(self.root, self._record_of(session_id), self.now)
+        return self._session(self.post.candidate(record, self.now))
+
+    # -- sending ------------------------------------------------------------------------
+
+    def op_send(
+        self,
+        targets: list[str],
+        body: str,
+        cwd: str,
+        label: str | None = None,
+        session: str | None = None,
+        reply_to: str | None = None,
+        home: str | None = None,
+    ) -> Result:
+        """Send ``body`` to every handle in ``targets``, resolved from ``cwd`` (and
+        ``home`` for ``~``, by default the driver's).
+
+        The sender is the session whose id is ``session`` (its name, address and
+        cwd from its record, else its default name in ``cwd``), or else a process
+        named ``label`` (default ``process:<basename of cwd>``). ``reply_to`` is an
+        address, or ``"none"`` for none; it defaults to the sending session's
+        address, and to none for a process. Result: ``{"receipts": [{"address",
+        "id", "delivered"}, ...]}`` in target order; refused (nothing written) for
+        an unknown, ambiguous or excess target, a bad body or a full mailbox."""
+        sender = self._sender(cwd, label, session)
+        if reply_to == "none":
+            reply = None
+        elif reply_to is None:
+            reply = sender.address
+        elif is_address(reply_to):
+            reply = reply_to
+        else:
+            raise Refused(f"reply_to must be an address or none, not {format.visible(reply_to)!r}")
+        receipts = self.post.send(targets, body, sender, self._caller(cwd, home), reply_to=reply)
+        return {
+            "receipts": [
+                {"address": r.address, "id": r.message_id, "delivered": r.delivered}
+                for r in receipts
+            ]
+        }
+
+    # -- reading (no side effects: INV-16) ------------------------------------------------
+
+    def op_list(self, all: bool = False) -> Result:
+        """The sessions in listing order (live, stalled, offline; latest seen first).
+        Without ``all``, offline sessions unseen for over a day with nothing queued
+        are left out and counted. Result: ``{"sessions": [session, ...], "hidden": n}``."""
+        sessions = self.post.sessions()
+        shown = [c for c in sessions if all or not format.is_collapsed(c, self.now)]
+        return {
+            "sessions": [self._session(c) for c in shown],
+            "hidden": len(sessions) - len(shown),
+        }
+
+    def op_resolve(self, handle: str, cwd: str, home: str | None = None) -> Result:
+        """Resolve one handle as a send would, from ``cwd`` (and ``home`` for ``~``).
+        Result: a session (its ``record`` None for a mailbox with no record);
+        refused, with the candidates or the reachable sessions in the text, when it
+        does not name one session."""
+        target = self.post.resolve(handle, self._caller(cwd, home))
+        if target.candidate is not None:
+            return self._session(target.candidate)
+        queued = mailbox.count(self.root, target.address)
+        return {"address": target.address, "record": None, "presence": None, "queued": queued}
+
+    def op_record(self, address: str) -> Result:
+        """The record of ``address`` read as it is. Result: a session, ``record`` None
+        when there is none or it is unreadable; refused for a malformed address."""
+        record = registry.read(self.root, _address(address))
+        if record is None:
+            queued = mailbox.count(self.root, address)
+            return {"address": address, "record": None, "presence": None, "queued": queued}
+        return self._session(self.post.candidate(record, self.now))
+
+    def op_peek(self, address: str) -> Result:
+        """The queued letters of ``address``, oldest first, read and left in place.
+        Result: ``{"letters": [{"name", "message"} | {"name", "rejected"}, ...]}``."""
+        letters = self.post.peek(_address(address))
+        return {"letters": [_letter(letter.name, letter.content) for letter in letters]}
+
+    def op_count(self, address: str) -> Result:
+        """How many letters ``address`` holds queued. Result: ``{"count": n}``."""
+        return {"count": mailbox.count(self.root, _address(address))}
+
+    # -- receiving ----------------------------------------------------------------------
+
+    def op_take(self, address: str) -> Result:
+        """Receive the oldest message of ``address``: claim it, dispose of it, return it.
+
+        A letter that is not a message is set aside (never delivered, never
+        destroyed) and the next one is tried. Result: ``{"message": wire message or
+        None, "set_aside": [{"name", "reason"}, ...]}``."""
+        set_aside: list[Json] = []
+        for claim in mailbox.claims(self.root, _address(address)):
+            if isinstance(claim.content, Rejected):
+                claim.set_aside(claim.content.reason)
+                set_aside.append({"name": claim.name, "reason": claim.content.reason})
+                continue
+            claim.dispose()
+            return {"message": message.to_json(claim.content), "set_aside": set_aside}
+        return {"message": None, "set_aside": set_aside}
+
+    # -- tidying ------------------------------------------------------------------------
+
+    def op_sweep(self) -> Result:
+        """Sweep as SPEC 5 allows. Result: ``{"records_removed": [address, ...],
+        "mailboxes_removed": [address, ...]}``."""
+        report = self.post.sweep()
+        return {
+            "records_removed": list(report.records_removed),
+            "mailboxes_removed": list(report.mailboxes_removed),
+        }
+
+    # -- the wire -----------------------------------------------------------------------
+
+    def op_address_of(self, session_id: str) -> Result:
+        """The address of a session id. Result: ``{"address": "s-…"}``."""
+        return {"address": address_of(session_id)}
+
+    def op_parse(
+        self, text: str | None = None, raw_base64: str | None = None, file_name: str | None = None
+    ) -> Result:
+        """Parse one letter given as ``text`` or as bytes in ``raw_base64``; with
+        ``file_name``, the id must match it. Result: ``{"message": wire message}`` or
+        ``{"rejected": reason}``."""
+        if (text is None) == (raw_base64 is None):
+            raise DriverError("parse takes exactly one of text and raw_base64")
+        if text is not None:
+            raw = text.encode("utf-8", errors="surrogatepass")
+        else:
+            try:
+                raw = base64.b64decode(raw_base64 or "", validate=True)
+            except binascii.Error as error:
+                raise DriverError(f"raw_base64 is not base64: {error}") from None
+        parsed = message.parse(raw, file_name)
+        if isinstance(parsed, Rejected):
+            return {"rejected": parsed.reason}
+        return {"message": message.to_json(parsed)}
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _record_of(self, session_id: str) -> Record:
+        record = registry.read(self.root, address_of(session_id))
+        if record is None:
+            raise Refused(f"session {format.visible(session_id)!r} has no record")
+        return record
+
+    def _sender(self, cwd: str, label: str | None, session: str | None) -> Sender:
+        if session is None:
+            name = label or "process:" + (os.path.basename(cwd.rstrip("/")) or "root")
+            return Sender(kind="process", name=name, cwd=cwd)
+        address = address_of(session)
+        record = registry.read(self.root, address)
+        if record is None:
+            return Sender("session", default_name(cwd, address), address, cwd)
+        return Sender("session", record.name, address, record.cwd)
+
+    def _caller(self, cwd: str, home: str | None) -> Caller:
+        return Caller(cwd=cwd, home=home or self.home, canonical=os.path.realpath)
+
+    def _session(self, candidate: Candidate) -> Result:
+        return {
+            "address": candidate.address,
+            "record": registry.to_json(candidate.record),
+            "presence": candidate.presence.value,
+            "queued": candidate.queued,
+        }
+
+
+def _address(text: str) -> str:
+    """Addresses are checked before any path is built from them (INV-22)."""
+    if not is_address(text):
+        raise Refused(f"not an address: {format.visible(text)!r}")
+    return text
+
+
+def _letter(name: str, content: message.Message | Rejected) -> Result:
+    if isinstance(content, Rejected):
+        return {"name": name, "rejected": content.reason}
+    return {"name": name, "message": message.to_json(content)}
+
+
+def _check_arguments(op: str, operation: Callable[..., Result], args: dict[str, Json]) -> None:
+    """Refuse a missing, unknown or mistyped argument before the operation runs."""
+    try:
+        inspect.signature(operation).bind(**args)
+    except TypeError as error:
+        raise DriverError(f"{op}: {error}") from None
+    hints = typing.get_type_hints(operation)
+    for name, value in args.items():
+        if not _conforms(value, hints[name]):
+            raise DriverError(f"{op}: {name} must be {hints[name]}, not {value!r}")
+
+
+def _conforms(value: object, hint: object) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, option) for option in typing.get_args(hint))
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_conforms(v, item) for v in value)
+    if hint is type(None):
+        return value is None
+    if hint is int:  # Python counts True as an integer; JSON does not
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(hint, type) and isinstance(value, hint)

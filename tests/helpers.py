@@ -1,0 +1,106 @@
+"""Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
+and a clock that the test controls, and builders for records and messages."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipost import registry
+from pipost.address import address_of, default_name
+from pipost.message import Message, Sender, new_message
+from pipost.registry import Record
+
+NOW = 1796078534257
+"""The instant the reference transcripts were recorded at (ms since the epoch)."""
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One path of a tree as the snapshot sees it."""
+
+    mode: int
+    content: str
+    """sha256 of a file's bytes, a symlink's target, or "" for anything else."""
+    mtime_ns: int
+
+
+def tree_snapshot(root: Path) -> dict[str, Entry]:
+    """Every path under ``root`` (``root`` itself as ".") with mode, content and
+    mtime, never following a symlink and never opening a FIFO. Two snapshots are
+    equal exactly when nothing under ``root`` was created, removed or changed."""
+    snapshot: dict[str, Entry] = {}
+    for folder, folders, names in os.walk(root, followlinks=False):
+        for name in [".", *folders, *names]:
+            path = Path(folder) / name if name != "." else Path(folder)
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                content = os.readlink(path)
+            elif stat.S_ISREG(info.st_mode):
+                content = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                content = ""
+            relative = os.path.relpath(path, root)
+            snapshot[relative] = Entry(info.st_mode, content, info.st_mtime_ns)
+    return snapshot
+
+
+@dataclass
+class FakeProcessTable:
+    """pid -> start token; a pid that is not in the table has no process."""
+
+    tokens: dict[int, str] = field(default_factory=dict)
+
+    def start_token(self, pid: int) -> str | None:
+        return self.tokens.get(pid)
+
+
+@dataclass
+class FixedClock:
+    """A clock that only moves when the test moves it."""
+
+    now: int = NOW
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make_record(
+    session_id: str,
+    cwd: str,
+    *,
+    last_seen: int = NOW,
+    name: str | None = None,
+    pid: int | None = None,
+    pid_start: str | None = None,
+) -> Record:
+    address = address_of(session_id)
+    return Record(
+        address=address,
+        session_id=session_id,
+        name=name or default_name(cwd, address),
+        cwd=cwd,
+        started_at=last_seen - 1000,
+        last_seen=last_seen,
+        pid=pid,
+        pid_start=pid_start,
+    )
+
+
+def write_record(root: Path, record: Record) -> Record:
+    registry.write(root, record)
+    return record
+
+
+def make_message(sent_at: int = NOW, body: str = "hello", name: str = "process:test") -> Message:
+    return new_message(Sender(kind="process", name=name), body, sent_at)
+
+
+def json_names(folder: Path) -> list[str]:
+    """The ``*.json`` names in a folder, as ``ls`` would show them (dot-files included)."""
+    return sorted(name for name in os.listdir(folder) if name.endswith(".json"))

@@ -1,0 +1,413 @@
+"""Mailboxes on disk: deposit, reading, exclusive claims, setting aside, and the
+cap of 50 under many racing sender processes (INV-03, 05, 06, 07, 08, 10, 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pipost import files, mailbox
+from pipost.message import Message, Rejected, encode, parse
+from tests.helpers import NOW, make_message, make_record, tree_snapshot, write_record
+
+ADDRESS = "s-0123456789ab"
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "post"
+
+
+def inbox(root: Path) -> Path:
+    return root / "inbox" / ADDRESS
+
+
+def fill(root: Path, count: int, address: str = ADDRESS) -> list[Message]:
+    """``count`` letters, one millisecond apart, oldest first."""
+    messages = [make_message(NOW + i, body=f"letter {i}") for i in range(count)]
+    for message in messages:
+        mailbox.deposit(root, address, message, durable=False)
+    return messages
+
+
+# -- deposit ----------------------------------------------------------------------------
+
+
+def test_deposit_writes_one_0600_letter_in_a_0700_folder(root: Path) -> None:
+    message = make_message()
+    path = mailbox.deposit(root, ADDRESS, message)
+    assert path == inbox(root) / f"{message.id}.json"
+    assert os.listdir(inbox(root)) == [f"{message.id}.json"]
+    assert mode_of(path) == 0o600
+    for folder in (root, root / "inbox", inbox(root)):
+        assert mode_of(folder) == 0o700
+    assert parse(path.read_bytes(), path.name) == message
+
+
+def test_deposit_refuses_the_51st_letter_and_writes_nothing(root: Path) -> None:
+    fill(root, mailbox.CAP)
+    before = tree_snapshot(root)
+    with pytest.raises(mailbox.MailboxFull) as full:
+        mailbox.deposit(root, ADDRESS, make_message(NOW + 1000))
+    assert ADDRESS in str(full.value)
+    assert f"the cap is {mailbox.CAP}" in str(full.value)
+    assert tree_snapshot(root) == before
+
+
+def test_deposit_never_replaces_a_letter_with_the_same_id(root: Path) -> None:
+    message = make_message(body="first")
+    mailbox.deposit(root, ADDRESS, message)
+    twin = Message(message.id, message.sender, message.sent_at, "second")
+    with pytest.raises(FileExistsError):
+        mailbox.deposit(root, ADDRESS, twin)
+    assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == [message]
+    assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
+
+
+def test_a_deposit_that_fails_to_rename_leaves_nothing_visible(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def rename_fails(source: Path, target: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    mailbox.deposit(root, ADDRESS, make_message(NOW))
+    monkeypatch.setattr(files, "rename", rename_fails)
+    with pytest.raises(OSError):
+        mailbox.deposit(root, ADDRESS, make_message(NOW + 1))
+    assert len(os.listdir(inbox(root))) == 1
+
+
+def test_deposit_refuses_an_address_that_is_not_one(root: Path) -> None:
+    with pytest.raises(ValueError):
+        mailbox.deposit(root, "../../x", make_message())
+    assert not root.exists()
+
+
+def test_deposit_refuses_a_symlinked_mailbox(root: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "inbox").mkdir(parents=True)
+    inbox(root).symlink_to(elsewhere)
+    with pytest.raises(files.UnsafePath):
+        mailbox.deposit(root, ADDRESS, make_message())
+    assert list(elsewhere.iterdir()) == []
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def test_letters_are_read_oldest_first(root: Path) -> None:
+    sent = [make_message(NOW + offset, body=str(offset)) for offset in (5, 1, 900, 3, 70)]
+    for message in sent:
+        mailbox.deposit(root, ADDRESS, message, durable=False)
+    oldest_first = sorted(sent, key=lambda m: m.sent_at)
+    assert mailbox.letter_names(root, ADDRESS) == [m.file_name for m in oldest_first]
+    assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == oldest_first
+    claimed = []
+    for claim in mailbox.claims(root, ADDRESS):
+        claimed.append(claim.content)
+        claim.dispose()
+    assert claimed == oldest_first
+
+
+def test_temporary_and_dot_files_are_invisible_to_readers(root: Path) -> None:
+    real = fill(root, 1)[0]
+    in_flight = make_message(NOW - 10, body="in flight")
+    hidden = make_message(NOW - 20, body="hidden")
+    (inbox(root) / f"{in_flight.id}.json.tmp").write_bytes(encode(in_flight))
+    (inbox(root) / f".{hidden.id}.json").write_bytes(encode(hidden))
+    assert mailbox.letter_names(root, ADDRESS) == [real.file_name]
+    assert mailbox.count(root, ADDRESS) == 1
+    assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == [real]
+    claimed = []
+    for claim in mailbox.claims(root, ADDRESS):
+        claimed.append(claim.content)
+        claim.release()
+    assert claimed == [real]
+
+
+def test_reading_an_absent_mailbox_creates_nothing(root: Path) -> None:
+    assert mailbox.letter_names(root, ADDRESS) == []
+    assert mailbox.count(root, ADDRESS) == 0
+    assert mailbox.peek(root, ADDRESS) == []
+    assert list(mailbox.claims(root, ADDRESS)) == []
+    assert not root.exists()
+
+
+def test_peek_reports_a_malformed_letter_without_moving_it(root: Path) -> None:
+    fill(root, 1)
+    (inbox(root) / "0000000000001-deadbeef.json").write_bytes(b'{"v":1,"id":')
+    before = tree_snapshot(root)
+    letters = mailbox.peek(root, ADDRESS)
+    assert letters[0].name == "0000000000001-deadbeef.json"
+    assert isinstance(letters[0].content, Rejected)
+    assert isinstance(letters[1].content, Message)
+    assert tree_snapshot(root) == before
+
+
+# -- claims -----------------------------------------------------------------------------
+
+
+def test_a_claim_is_exclusive_until_disposed(root: Path) -> None:
+    message = fill(root, 1)[0]
+    first = mailbox.claim(root, ADDRESS, message.file_name)
+    assert first is not None
+    assert first.content == message
+    assert mailbox.claim(root, ADDRESS, message.file_name) is None
+    assert list(mailbox.claims(root, ADDRESS)) == []
+    first.dispose()
+    assert not first.path.exists()
+    assert mailbox.letter_names(root, ADDRESS) == []
+    assert mailbox.claim(root, ADDRESS, message.file_name) is None
+
+
+def test_a_claimed_letter_stays_at_its_name_until_disposed(root: Path) -> None:
+    """A pi-post 0.7 sender watches that exact path for its receipt."""
+    message = fill(root, 1)[0]
+    claim = mailbox.claim(root, ADDRESS, message.file_name)
+    assert claim is not None
+    assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
+    claim.dispose()
+    assert mailbox.letter_names(root, ADDRESS) == []
+
+
+def test_release_leaves_the_letter_queued_for_the_next_claim(root: Path) -> None:
+    message = fill(root, 1)[0]
+    first = mailbox.claim(root, ADDRESS, message.file_name)
+    assert first is not None
+    first.release()
+    assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
+    second = mailbox.claim(root, ADDRESS, message.file_name)
+    assert second is not None
+    assert second.content == message
+    second.release()
+
+
+def test_a_malformed_letter_is_set_aside_and_later_letters_are_claimed(root: Path) -> None:
+    later = fill(root, 2)
+    bad_name = "0000000000001-deadbeef.json"
+    (inbox(root) / bad_name).write_bytes(b'{"v":2}')
+    delivered: list[Message] = []
+    set_aside: list[Path] = []
+    for claim in mailbox.claims(root, ADDRESS):
+        if isinstance(claim.content, Rejected):
+            set_aside.append(claim.set_aside(claim.content.reason))
+        else:
+            delivered.append(claim.content)
+            claim.dispose()
+    assert delivered == later
+    quarantine = root / "quarantine" / ADDRESS
+    assert set_aside == [quarantine / bad_name]
+    assert (quarantine / bad_name).read_bytes() == b'{"v":2}'
+    assert (quarantine / (bad_name + ".reason")).read_text() == "v is not 1\n"
+    assert mailbox.letter_names(root, ADDRESS) == []
+    assert mode_of(root / "quarantine") == 0o700
+
+
+def test_a_symlinked_letter_is_refused_not_followed(root: Path, tmp_path: Path) -> None:
+    message = make_message()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(encode(message))
+    (root / "inbox").mkdir(parents=True)
+    inbox(root).mkdir()
+    (inbox(root) / message.file_name).symlink_to(elsewhere)
+
+    peeked = mailbox.peek(root, ADDRESS)
+    assert len(peeked) == 1
+    assert isinstance(peeked[0].content, Rejected)
+    claims = list(mailbox.claims(root, ADDRESS))
+    assert len(claims) == 1
+    assert isinstance(claims[0].content, Rejected)
+    claims[0].set_aside(claims[0].content.reason)
+    moved = root / "quarantine" / ADDRESS / message.file_name
+    assert moved.is_symlink()
+    assert elsewhere.read_bytes() == encode(message)
+    assert mailbox.letter_names(root, ADDRESS) == []
+
+
+def test_a_receiver_refuses_a_symlinked_mailbox_and_leaves_its_target_alone(
+    root: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    message = make_message()
+    (elsewhere / message.file_name).write_bytes(encode(message))
+    (root / "inbox").mkdir(parents=True)
+    inbox(root).symlink_to(elsewhere)
+
+    with pytest.raises(files.UnsafePath):
+        list(mailbox.claims(root, ADDRESS))
+    with pytest.raises(files.UnsafePath):
+        mailbox.peek(root, ADDRESS)
+    assert (elsewhere / message.file_name).read_bytes() == encode(message)
+
+
+def test_a_fifo_named_like_a_letter_does_not_block(root: Path) -> None:
+    (root / "inbox").mkdir(parents=True)
+    inbox(root).mkdir()
+    fifo = inbox(root) / "x.json"
+    os.mkfifo(fifo)
+    outcome: list[object] = []
+
+    def read_and_claim() -> None:
+        outcome.append(mailbox.peek(root, ADDRESS))
+        outcome.append([claim.content for claim in mailbox.claims(root, ADDRESS)])
+
+    reader = threading.Thread(target=read_and_claim)
+    reader.start()
+    reader.join(timeout=20)
+    if reader.is_alive():  # free the blocked reader so that the test ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+        pytest.fail("reading a FIFO named x.json blocked")
+    peeked, claimed = outcome
+    assert isinstance(peeked, list)
+    assert isinstance(peeked[0].content, Rejected)
+    assert isinstance(claimed, list)
+    assert isinstance(claimed[0], Rejected)
+
+
+def test_wait_consumed_sees_the_letter_vanish(root: Path) -> None:
+    path = mailbox.deposit(root, ADDRESS, make_message())
+    assert mailbox.wait_consumed(path, timeout=0.05) is False
+    taker = mailbox.claim(root, ADDRESS, path.name)
+    assert taker is not None
+    taker.dispose()
+    assert mailbox.wait_consumed(path, timeout=0.05) is True
+
+
+# -- the cap under racing sender processes (INV-08) -------------------------------------
+
+SENDERS = 24
+PREFILLED = 45
+
+
+def blocked_on_a_lock(pids: set[int]) -> set[int]:
+    """Which of ``pids`` wait for a lock right now ("->" lines of /proc/locks)."""
+    waiting = set()
+    with open("/proc/locks") as table:
+        for line in table:
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "->" and int(fields[5]) in pids:
+                waiting.add(int(fields[5]))
+    return waiting
+
+
+class FolderWatcher(threading.Thread):
+    """Lists the mailbox over and over while senders race: the most letters it ever
+    held, and any letter a reader could see but not parse whole (INV-03)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(daemon=True)
+        self.folder = folder
+        self.most = 0
+        self.samples = 0
+        self.unreadable: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        checked: set[str] = set()
+        while not self.stop.is_set():
+            letters = [n for n in files.list_names(self.folder) if mailbox.is_letter_name(n)]
+            self.samples += 1
+            self.most = max(self.most, len(letters))
+            for name in set(letters) - checked:
+                checked.add(name)
+                raw = files.read_bounded(self.folder / name, 1 << 20)
+                if raw is None or not isinstance(parse(raw, name), Message):
+                    self.unreadable.append(name)
+
+
+def test_racing_sender_processes_never_overfill_a_mailbox(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("race-target-session", str(tmp_path), last_seen=NOW))
+    fill(root, PREFILLED, record.address)
+    folder = root / "inbox" / record.address
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+    env.update(PI_POST_DIR=str(root), HOME=str(tmp_path))
+    watcher = FolderWatcher(folder)
+    watcher.start()
+
+    # Hold the mailbox lock until every sender waits on it, so that all of them
+    # race for the last five places at once.
+    senders: list[subprocess.Popen[str]] = []
+    with files.locked_dir(folder):
+        try:
+            for number in range(SENDERS):
+                command = [sys.executable, "-m", "pipost", "send", "--to", record.address]
+                senders.append(
+                    subprocess.Popen(
+                        [*command, "--body", f"sender {number}"],
+                        env=env,
+                        cwd=tmp_path,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                )
+            pids = {sender.pid for sender in senders}
+            waiting: set[int] = set()
+            deadline = time.monotonic() + 60
+            while waiting != pids and time.monotonic() < deadline:
+                if any(sender.poll() is not None for sender in senders):
+                    break  # one ended without waiting: the assertions below say why
+                waiting = blocked_on_a_lock(pids)
+                time.sleep(0.01)
+        except BaseException:
+            for sender in senders:
+                sender.kill()
+            raise
+    results = []
+    try:
+        for sender in senders:
+            out, err = sender.communicate(timeout=60)
+            results.append((sender.returncode, out, err))
+    finally:
+        for sender in senders:
+            sender.kill()
+        watcher.stop.set()
+        watcher.join()
+
+    accepted = [(out, err) for code, out, err in results if code == 0]
+    refused = [(code, out, err) for code, out, err in results if code != 0]
+    # The figures, for the junit report (--junitxml).
+    record_property("senders", SENDERS)
+    record_property("senders_waiting_on_the_lock_at_once", len(waiting))
+    record_property("accepted", len(accepted))
+    record_property("refused", len(refused))
+    record_property("folder_samples", watcher.samples)
+    record_property("most_letters_seen", watcher.most)
+    assert waiting == pids, "every sender waited on the mailbox lock at once"
+    assert len(accepted) == mailbox.CAP - PREFILLED
+    assert all(out.startswith(f"queued {record.address} ") for out, _ in accepted)
+    for code, out, err in refused:
+        assert code == 1
+        assert out == ""
+        assert err.startswith("pi-post: ")
+        assert record.address in err
+        assert f"the cap is {mailbox.CAP}" in err
+        assert "Traceback" not in err
+    names = os.listdir(folder)
+    assert sorted(names) == mailbox.letter_names(root, record.address)
+    assert len(names) == mailbox.CAP
+    assert all(isinstance(letter.content, Message) for letter in mailbox.peek(root, record.address))
+    assert watcher.samples > 0
+    assert watcher.most <= mailbox.CAP
+    assert watcher.unreadable == []
+    bodies = {json.loads((folder / name).read_bytes())["body"] for name in names}
+    assert len(bodies & {f"sender {n}" for n in range(SENDERS)}) == mailbox.CAP - PREFILLED

@@ -1,0 +1,252 @@
+"""The post office: a send resolves every target before writing anything
+(INV-12), a full mailbox refuses with nothing written (INV-08), and the receipt
+tells the truth (INV-11)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipost import mailbox
+from pipost.message import Message, Sender
+from pipost.post import Post, Receipt, Refused, os_caller
+from pipost.registry import Record
+from pipost.resolve import Caller
+from tests.helpers import (
+    NOW,
+    FakeProcessTable,
+    FixedClock,
+    make_message,
+    make_record,
+    tree_snapshot,
+    write_record,
+)
+
+LIVE_PID = 5151
+SENDER = Sender(kind="process", name="process:tests")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "post"
+
+
+@pytest.fixture
+def live(root: Path) -> Record:
+    return write_record(
+        root, make_record("sess-live", "/home/dev/live", pid=LIVE_PID, pid_start="t")
+    )
+
+
+@pytest.fixture
+def stalled(root: Path) -> Record:
+    return write_record(
+        root,
+        make_record(
+            "sess-stalled", "/home/dev/stalled", last_seen=NOW - 60_000, pid=LIVE_PID, pid_start="t"
+        ),
+    )
+
+
+@pytest.fixture
+def offline(root: Path) -> Record:
+    return write_record(root, make_record("sess-offline", "/home/dev/offline"))
+
+
+def post_at(root: Path, receipt_wait: float = 0.2) -> Post:
+    return Post(
+        root,
+        clock=FixedClock(),
+        processes=FakeProcessTable({LIVE_PID: "t"}),
+        receipt_wait=receipt_wait,
+    )
+
+
+def caller() -> Caller:
+    return os_caller("/home/dev", {"HOME": "/home/dev"})
+
+
+class Receiver(threading.Thread):
+    """A receiving session: claims and disposes every letter of one mailbox until
+    stopped, as a live session that reads its mail does."""
+
+    def __init__(self, root: Path, address: str) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.address = address
+        self.taken: list[Message] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.005):
+            for claim in mailbox.claims(self.root, self.address):
+                if isinstance(claim.content, Message):
+                    self.taken.append(claim.content)
+                claim.dispose()
+
+
+@pytest.fixture
+def receivers() -> Iterator[list[Receiver]]:
+    started: list[Receiver] = []
+    yield started
+    for receiver in started:
+        receiver.stop.set()
+        receiver.join(timeout=20)
+
+
+def receive(receivers: list[Receiver], root: Path, address: str) -> Receiver:
+    receiver = Receiver(root, address)
+    receiver.start()
+    receivers.append(receiver)
+    return receiver
+
+
+# -- refusals write nothing -----------------------------------------------------------
+
+
+def test_one_unknown_target_refuses_the_whole_send(
+    root: Path, offline: Record, live: Record
+) -> None:
+    before = tree_snapshot(root)
+    with pytest.raises(Refused) as refused:
+        post_at(root).send([offline.name, live.address, "nobody"], "hello", SENDER, caller())
+    assert str(refused.value).startswith('"nobody" is not an address')
+    assert tree_snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    "handles",
+    [
+        pytest.param(["s-0123456789ab"], id="address with no record and no mailbox"),
+        pytest.param(["/home/dev/elsewhere"], id="directory with no session"),
+        pytest.param(["offline"] * 9, id="more than eight targets"),
+    ],
+)
+def test_unresolvable_sends_write_nothing(root: Path, offline: Record, handles: list[str]) -> None:
+    before = tree_snapshot(root)
+    with pytest.raises(Refused):
+        post_at(root).send(handles, "hello", SENDER, caller())
+    assert tree_snapshot(root) == before
+
+
+@pytest.mark.parametrize("body", ["", "  \n", "x" * 32769])
+def test_a_refused_body_writes_nothing(root: Path, offline: Record, body: str) -> None:
+    before = tree_snapshot(root)
+    with pytest.raises(Refused):
+        post_at(root).send([offline.address], body, SENDER, caller())
+    assert tree_snapshot(root) == before
+
+
+def test_a_full_mailbox_refuses_naming_the_address_and_writes_nothing(
+    root: Path, offline: Record, live: Record
+) -> None:
+    for offset in range(mailbox.CAP):
+        mailbox.deposit(root, offline.address, make_message(NOW + offset), durable=False)
+    before = tree_snapshot(root)
+    with pytest.raises(Refused) as refused:
+        post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
+    assert offline.address in str(refused.value)
+    assert f"the cap is {mailbox.CAP}" in str(refused.value)
+    assert tree_snapshot(root) == before
+    assert mailbox.count(root, live.address) == 0
+
+
+def test_a_mailbox_filled_by_a_racing_sender_is_reported_with_what_was_queued(
+    root: Path, offline: Record, live: Record, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the check of every mailbox and the deposits, another sender fills
+    the second target: the refusal says which copy went out already."""
+    real_deposit = mailbox.deposit
+
+    def racing_deposit(root: Path, address: str, message: Message) -> Path:
+        if address == offline.address:
+            for offset in range(mailbox.CAP):
+                real_deposit(root, address, make_message(NOW + offset), durable=False)
+        return real_deposit(root, address, message)
+
+    monkeypatch.setattr(mailbox, "deposit", racing_deposit)
+    with pytest.raises(Refused) as refused:
+        post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
+    [queued] = mailbox.letter_names(root, live.address)
+    assert offline.address in str(refused.value)
+    assert f"already queued {live.address} {queued.removesuffix('.json')}" in str(refused.value)
+    assert mailbox.count(root, offline.address) == mailbox.CAP
+
+
+# -- what a send writes ------------------------------------------------------------------
+
+
+def test_handles_naming_one_session_collapse_to_one_copy(root: Path, offline: Record) -> None:
+    receipts = post_at(root).send(
+        [offline.address, offline.name, "/home/dev/offline", "offline"], "hi", SENDER, caller()
+    )
+    assert [r.address for r in receipts] == [offline.address]
+    assert mailbox.count(root, offline.address) == 1
+
+
+def test_a_send_writes_the_message_it_reports(root: Path, offline: Record) -> None:
+    [receipt] = post_at(root).send(
+        [offline.name], "the body", SENDER, caller(), reply_to="s-aaaaaaaaaaaa"
+    )
+    [letter] = mailbox.peek(root, offline.address)
+    assert isinstance(letter.content, Message)
+    assert letter.content.id == receipt.message_id
+    assert letter.content.sent_at == NOW
+    assert letter.content.body == "the body"
+    assert letter.content.sender == SENDER
+    assert letter.content.reply_to == "s-aaaaaaaaaaaa"
+    assert os.listdir(root / "inbox" / offline.address) == [letter.name]
+
+
+# -- receipts ----------------------------------------------------------------------------
+
+
+def test_delivered_when_a_live_session_took_the_letter(
+    root: Path, live: Record, receivers: list[Receiver]
+) -> None:
+    receiver = receive(receivers, root, live.address)
+    [receipt] = post_at(root, receipt_wait=30).send([live.name], "are you there?", SENDER, caller())
+    assert receipt.delivered
+    assert [m.id for m in receiver.taken] == [receipt.message_id]
+    assert mailbox.count(root, live.address) == 0
+
+
+def test_queued_when_a_live_session_did_not_take_the_letter(root: Path, live: Record) -> None:
+    [receipt] = post_at(root).send([live.name], "are you there?", SENDER, caller())
+    assert not receipt.delivered
+    assert mailbox.letter_names(root, live.address) == [f"{receipt.message_id}.json"]
+
+
+@pytest.mark.parametrize("target", ["offline", "stalled"])
+def test_queued_when_the_target_is_not_live_even_if_the_letter_vanishes(
+    root: Path,
+    offline: Record,
+    stalled: Record,
+    receivers: list[Receiver],
+    target: str,
+) -> None:
+    record = offline if target == "offline" else stalled
+    receive(receivers, root, record.address)
+    [receipt] = post_at(root, receipt_wait=30).send([record.address], "hi", SENDER, caller())
+    assert not receipt.delivered
+
+
+def test_receipts_of_a_fan_out_are_each_true(
+    root: Path, live: Record, offline: Record, receivers: list[Receiver]
+) -> None:
+    receive(receivers, root, live.address)
+    seen: list[Receipt] = []
+    receipts = post_at(root, receipt_wait=30).send(
+        [offline.address, live.address], "fan-out", SENDER, caller(), on_deposit=seen.append
+    )
+    assert seen == receipts
+    assert [(r.address, r.delivered) for r in receipts] == [
+        (offline.address, False),
+        (live.address, True),
+    ]
+    assert mailbox.count(root, offline.address) == 1
+    assert mailbox.count(root, live.address) == 0

@@ -1,0 +1,385 @@
+"""Presence records and sweeps: a record outlives its process (INV-14), presence is
+honest (INV-15), garbage is skipped, and messages outrank tidiness (INV-17)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pipost import files, mailbox, registry
+from pipost.address import address_of
+from pipost.registry import OsProcessTable, Presence
+from tests.helpers import (
+    DAY_MS,
+    NOW,
+    FakeProcessTable,
+    make_message,
+    make_record,
+    tree_snapshot,
+    write_record,
+)
+
+PID = 4242
+TOKEN = "start-1"
+YEAR_MS = 365 * DAY_MS
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "post"
+
+
+def running() -> FakeProcessTable:
+    """The process table in which PID is the process that registered."""
+    return FakeProcessTable({PID: TOKEN})
+
+
+# -- the record on disk -----------------------------------------------------------------
+
+
+def test_register_heartbeat_and_mark_offline_round_trip(root: Path) -> None:
+    record = registry.register(
+        root, "sess-round-trip", "/home/dev/app", NOW, pid=PID, pid_start=TOKEN
+    )
+    assert record.address == address_of("sess-round-trip")
+    assert record.name == f"app-{record.address[2:6]}"
+    assert registry.read(root, record.address) == record
+    path = root / "registry" / f"{record.address}.json"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(root / "registry").st_mode) == 0o700
+    assert os.listdir(root / "registry") == [path.name]  # no temporary left behind
+
+    beaten = registry.heartbeat(root, record, NOW + 30_000)
+    assert beaten.last_seen == NOW + 30_000
+    assert registry.read(root, record.address) == beaten
+
+    offline = registry.mark_offline(root, beaten, NOW + 40_000)
+    assert registry.read(root, record.address) == offline
+    assert registry.records(root) == [offline]
+
+
+def test_shutdown_keeps_the_record_without_its_pid(root: Path) -> None:
+    record = registry.register(root, "sess-shutdown", "/home/dev/app", NOW, pid=PID)
+    registry.mark_offline(root, record, NOW + 5)
+    path = root / "registry" / f"{record.address}.json"
+    on_disk = json.loads(path.read_bytes())
+    assert "pid" not in on_disk
+    assert "pidStart" not in on_disk
+    assert on_disk["lastSeen"] == NOW + 5
+    assert on_disk["sessionId"] == "sess-shutdown"
+    kept = registry.read(root, record.address)
+    assert kept is not None
+    assert registry.presence(kept, NOW + 5, running()) is Presence.OFFLINE
+
+
+def test_register_without_a_pid_records_this_process(root: Path) -> None:
+    record = registry.register(root, "sess-self", "/home/dev/app", NOW)
+    assert record.pid == os.getpid()
+
+
+def test_fields_of_other_writers_are_read_and_ignored(root: Path) -> None:
+    record = make_record("sess-extra", "/home/dev/app")
+    folder = root / "registry"
+    folder.mkdir(parents=True)
+    data = {**registry.to_json(record), "futureField": {"x": 1}}
+    (folder / f"{record.address}.json").write_text(json.dumps(data))
+    read = registry.read(root, record.address)
+    assert read == record
+    assert read is not None and read.extra == {"futureField": {"x": 1}}
+
+
+def test_records_skip_garbage_and_half_written_files(root: Path, tmp_path: Path) -> None:
+    good = write_record(root, make_record("sess-good", "/home/dev/good"))
+    folder = root / "registry"
+
+    def body(session_id: str, **changes: object) -> dict[str, object]:
+        return {**registry.to_json(make_record(session_id, "/home/dev/x")), **changes}
+
+    def put(name: str, raw: bytes) -> None:
+        (folder / name).write_bytes(raw)
+
+    truncated = make_record("sess-truncated", "/x")
+    put(f"{truncated.address}.json", registry.encode(truncated)[:40])
+    wrong_v = make_record("sess-v2", "/x")
+    put(f"{wrong_v.address}.json", json.dumps(body("sess-v2", v=2)).encode())
+    mismatch = make_record("sess-mismatch", "/x")
+    forged = body("sess-mismatch", sessionId="sess-someone-else")
+    put(f"{mismatch.address}.json", json.dumps(forged).encode())
+    elsewhere = make_record("sess-renamed", "/x")
+    put(f"{address_of('sess-not-this-one')}.json", registry.encode(elsewhere))
+    in_flight = make_record("sess-in-flight", "/x")
+    put(f".{in_flight.address}.0badc0de.tmp", registry.encode(in_flight))
+    hidden = make_record("sess-hidden", "/x")
+    put(f".{hidden.address}.json", registry.encode(hidden))
+    for number, raw in enumerate([b"", b"\xff\xfe", b"[1, 2]", b"null", b"{" * 100_000]):
+        put(f"{address_of(f'sess-junk-{number}')}.json", raw)
+    bad_pid = make_record("sess-bad-pid", "/x")
+    put(f"{bad_pid.address}.json", json.dumps(body("sess-bad-pid", pid="12")).encode())
+    put("not-an-address.json", registry.encode(make_record("sess-odd-name", "/x")))
+    (folder / f"{address_of('sess-folder')}.json").mkdir()
+    linked = make_record("sess-linked", "/x")
+    (tmp_path / "planted.json").write_bytes(registry.encode(linked))
+    (folder / f"{linked.address}.json").symlink_to(tmp_path / "planted.json")
+
+    assert registry.records(root) == [good]
+    assert registry.read(root, linked.address) is None
+    assert registry.read(root, truncated.address) is None
+
+
+def test_records_of_an_absent_registry_are_none(root: Path) -> None:
+    assert registry.records(root) == []
+    assert not root.exists()
+
+
+# -- presence ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pid", "pid_start", "table", "beat_ago_ms", "expected"),
+    [
+        pytest.param(None, None, {PID: TOKEN}, 0, Presence.OFFLINE, id="no pid"),
+        pytest.param(PID, TOKEN, {}, 0, Presence.OFFLINE, id="dead pid"),
+        pytest.param(PID, TOKEN, {PID: "start-2"}, 0, Presence.OFFLINE, id="recycled pid"),
+        pytest.param(PID, TOKEN, {PID: TOKEN}, 0, Presence.LIVE, id="live"),
+        pytest.param(PID, TOKEN, {PID: TOKEN}, 45_000, Presence.LIVE, id="live at 45 s"),
+        pytest.param(PID, TOKEN, {PID: TOKEN}, 45_001, Presence.STALLED, id="stalled"),
+        pytest.param(PID, TOKEN, {PID: TOKEN}, YEAR_MS, Presence.STALLED, id="stalled a year"),
+        pytest.param(PID, None, {PID: "any"}, 0, Presence.LIVE, id="start not recorded"),
+        pytest.param(PID, TOKEN, {PID: ""}, 0, Presence.LIVE, id="system cannot tell"),
+        pytest.param(PID, TOKEN, {}, YEAR_MS, Presence.OFFLINE, id="dead and old"),
+    ],
+)
+def test_presence(
+    pid: int | None,
+    pid_start: str | None,
+    table: dict[int, str],
+    beat_ago_ms: int,
+    expected: Presence,
+) -> None:
+    record = make_record("sess-presence", "/x", last_seen=NOW - beat_ago_ms)
+    record = dataclasses.replace(record, pid=pid, pid_start=pid_start)
+    assert registry.presence(record, NOW, FakeProcessTable(table)) is expected
+
+
+def test_os_process_table_knows_this_process() -> None:
+    table = OsProcessTable()
+    token = table.start_token(os.getpid())
+    assert token is not None
+    assert table.start_token(os.getpid()) == token
+    if Path("/proc/self/stat").exists():
+        assert token.isdigit()
+
+
+def test_os_process_table_knows_a_dead_process_is_gone() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert OsProcessTable().start_token(child.pid) is not None
+    finally:
+        child.kill()
+        child.wait(timeout=60)  # reaped: the pid names no process now
+    assert OsProcessTable().start_token(child.pid) is None
+
+
+def test_os_process_table_refuses_pids_that_name_no_single_process() -> None:
+    assert OsProcessTable().start_token(0) is None
+    assert OsProcessTable().start_token(-1) is None
+
+
+def test_a_record_of_this_process_is_live(root: Path) -> None:
+    record = registry.register(root, "sess-me", "/x", NOW)
+    assert registry.presence(record, NOW, OsProcessTable()) is Presence.LIVE
+
+
+# -- sweeps -----------------------------------------------------------------------------
+
+
+def queue_letter(root: Path, address: str) -> None:
+    mailbox.deposit(root, address, make_message(NOW - YEAR_MS), durable=False)
+
+
+@pytest.mark.parametrize(
+    ("process_exists", "unseen_long", "mailbox_empty"),
+    list(itertools.product([True, False], repeat=3)),
+)
+def test_a_record_is_swept_only_offline_and_unseen_a_week_and_with_no_mail(
+    root: Path, process_exists: bool, unseen_long: bool, mailbox_empty: bool
+) -> None:
+    last_seen = NOW - (registry.SWEEP_AFTER_MS + 1 if unseen_long else 10_000)
+    record = write_record(
+        root, make_record("sess-sweep", "/x", last_seen=last_seen, pid=PID, pid_start=TOKEN)
+    )
+    if not mailbox_empty:
+        queue_letter(root, record.address)
+    table = running() if process_exists else FakeProcessTable()
+
+    report = registry.sweep(root, NOW, table)
+
+    swept = not process_exists and unseen_long and mailbox_empty
+    assert report.records_removed == ((record.address,) if swept else ())
+    assert (registry.read(root, record.address) is None) is swept
+    if not mailbox_empty:
+        assert mailbox.count(root, record.address) == 1
+
+
+def test_a_record_unseen_exactly_a_week_is_kept(root: Path) -> None:
+    record = write_record(
+        root, make_record("sess-week", "/x", last_seen=NOW - registry.SWEEP_AFTER_MS)
+    )
+    assert registry.sweep(root, NOW, FakeProcessTable()).records_removed == ()
+    assert registry.read(root, record.address) == record
+    assert registry.sweep(root, NOW + 1, FakeProcessTable()).records_removed == (record.address,)
+
+
+def test_mail_of_a_session_offline_for_a_year_is_kept_with_its_record(root: Path) -> None:
+    record = write_record(root, make_record("sess-away", "/x", last_seen=NOW - YEAR_MS))
+    queue_letter(root, record.address)
+    before = tree_snapshot(root)
+    report = registry.sweep(root, NOW, FakeProcessTable())
+    assert report == registry.SweepReport((), ())
+    assert tree_snapshot(root) == before
+
+
+def test_a_deposit_in_flight_keeps_the_record(root: Path) -> None:
+    record = write_record(root, make_record("sess-in-flight", "/x", last_seen=NOW - YEAR_MS))
+    folder = root / "inbox" / record.address
+    folder.mkdir(parents=True)
+    (folder / "1796078534257-00000000.json.tmp").write_bytes(b"{")
+    assert registry.sweep(root, NOW, FakeProcessTable()).records_removed == ()
+    assert registry.read(root, record.address) == record
+
+
+@pytest.mark.parametrize("table", [running(), FakeProcessTable({PID: ""})])
+def test_live_and_stalled_sessions_are_never_swept(root: Path, table: FakeProcessTable) -> None:
+    live = write_record(root, make_record("sess-live", "/x", pid=PID, pid_start=TOKEN))
+    stalled = write_record(
+        root,
+        make_record("sess-stalled", "/y", last_seen=NOW - YEAR_MS, pid=PID, pid_start=TOKEN),
+    )
+    for address in (live.address, stalled.address):
+        (root / "inbox" / address).mkdir(parents=True, exist_ok=True)
+    before = tree_snapshot(root)
+    assert registry.sweep(root, NOW, table) == registry.SweepReport((), ())
+    assert tree_snapshot(root) == before
+
+
+@pytest.mark.parametrize("age_ms", [0, DAY_MS, YEAR_MS])
+def test_an_empty_mailbox_no_record_names_is_removed(root: Path, age_ms: int) -> None:
+    orphan = address_of("sess-orphan")
+    folder = root / "inbox" / orphan
+    folder.mkdir(parents=True)
+    seconds = (NOW - age_ms) / 1000
+    os.utime(folder, (seconds, seconds))
+    assert registry.sweep(root, NOW, FakeProcessTable()).mailboxes_removed == (orphan,)
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("age_ms", [0, DAY_MS, YEAR_MS, 10 * YEAR_MS])
+def test_a_mailbox_with_mail_is_never_removed(root: Path, age_ms: int) -> None:
+    orphan = address_of("sess-orphan")
+    queue_letter(root, orphan)
+    folder = root / "inbox" / orphan
+    seconds = (NOW - age_ms) / 1000
+    os.utime(folder, (seconds, seconds))
+    before = tree_snapshot(root)
+    assert registry.sweep(root, NOW, FakeProcessTable()) == registry.SweepReport((), ())
+    assert tree_snapshot(root) == before
+
+
+def test_an_empty_mailbox_a_record_names_is_kept(root: Path) -> None:
+    record = write_record(root, make_record("sess-recent", "/x", last_seen=NOW - DAY_MS))
+    folder = root / "inbox" / record.address
+    folder.mkdir(parents=True)
+    assert registry.sweep(root, NOW, FakeProcessTable()) == registry.SweepReport((), ())
+    assert folder.is_dir()
+
+
+def test_sweep_removes_a_stale_record_and_then_its_empty_mailbox(root: Path) -> None:
+    record = write_record(root, make_record("sess-stale", "/x", last_seen=NOW - YEAR_MS))
+    (root / "inbox" / record.address).mkdir(parents=True)
+    report = registry.sweep(root, NOW, FakeProcessTable())
+    assert report == registry.SweepReport((record.address,), (record.address,))
+    assert os.listdir(root / "registry") == []
+    assert os.listdir(root / "inbox") == []
+
+
+def test_a_deposit_whose_folder_is_swept_under_it_starts_again(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep removes the empty folder between the deposit creating it and
+    locking it; the deposit notices and creates it again (INV-17)."""
+    address = address_of("sess-raced")
+    real_locked_dir = files.locked_dir
+    swept: list[registry.SweepReport] = []
+    interleaved = threading.Event()
+
+    def sweep_first(path: Path) -> contextlib.AbstractContextManager[None]:
+        if not interleaved.is_set():
+            interleaved.set()
+            swept.append(registry.sweep(root, NOW, FakeProcessTable()))
+        return real_locked_dir(path)
+
+    monkeypatch.setattr(files, "locked_dir", sweep_first)
+    path = mailbox.deposit(root, address, make_message())
+    assert swept == [registry.SweepReport((), (address,))]
+    assert path.is_file()
+    assert mailbox.count(root, address) == 1
+
+
+def test_a_sweep_racing_deposits_never_loses_one(
+    root: Path, record_property: Callable[[str, object], None]
+) -> None:
+    """Deposits go into empty orphan folders that the sweep is busy removing: the
+    sweep walks them in order, the depositors from the other end, so they meet."""
+    depositors, folders = 4, 400
+    addresses = sorted(address_of(f"sess-race-{n}") for n in range(folders))
+    for address in addresses:
+        (root / "inbox" / address).mkdir(parents=True)
+    returned: list[Path] = []
+    failures: list[BaseException] = []
+    done = threading.Event()
+    sweeps: list[registry.SweepReport] = []
+
+    def deposit_all(number: int) -> None:
+        try:
+            for index, address in enumerate(addresses[::-1][number::depositors]):
+                message = make_message(NOW + index, body=f"{number}/{index}")
+                returned.append(mailbox.deposit(root, address, message, durable=False))
+        except BaseException as error:
+            failures.append(error)
+
+    def sweep_until_done() -> None:
+        try:
+            while not done.is_set():
+                sweeps.append(registry.sweep(root, NOW, FakeProcessTable()))
+        except BaseException as error:
+            failures.append(error)
+
+    sweeper = threading.Thread(target=sweep_until_done)
+    workers = [threading.Thread(target=deposit_all, args=(n,)) for n in range(depositors)]
+    sweeper.start()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    done.set()
+    sweeper.join(timeout=120)
+
+    # How often the sweeper removed a folder during the race, for the junit report.
+    record_property("mailboxes_swept_during_race", sum(len(s.mailboxes_removed) for s in sweeps))
+    record_property("sweeps_during_race", len(sweeps))
+    assert failures == []
+    assert len(returned) == folders
+    assert sorted(path.parent.name for path in returned) == addresses
+    for path in returned:
+        assert mailbox.letter_names(root, path.parent.name) == [path.name]
