@@ -1,0 +1,878 @@
+"""The receiving session: where "delivered" is decided (SPEC 3, 6, 7; INV-05, INV-06,
+INV-07, INV-11, INV-14, INV-15, INV-18, INV-20, INV-23).
+
+Real Host objects over a tmp root; only the context (where delivered text goes) is
+a test double, and the backoff's monotonic clock where a test must move it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipost import droplog, format, host, mailbox, registry
+from pipost.address import address_of
+from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
+from pipost.message import Message, Sender, new_message
+from pipost.policy import Inbound, Resume, inbound_mode
+from pipost.post import Post, os_caller
+from pipost.registry import OsProcessTable, Presence
+from tests.helpers import NOW, FakeProcessTable, FixedClock
+
+SESSION = "receiver-session"
+ADDRESS = address_of(SESSION)
+SECOND_MS = 1000
+
+
+# -- contexts the tests control --------------------------------------------------------
+
+
+class Recording:
+    """Takes every delivery. With a ledger it can say which ids it holds, as a
+    transcript can; without one it cannot (holds() is None), as a command cannot."""
+
+    def __init__(self, *, ledger: bool = True) -> None:
+        self.ledger = ledger
+        self.deliveries: list[Delivery] = []
+        self._lock = threading.Lock()
+
+    def holds(self, message_id: str) -> bool | None:
+        if not self.ledger:
+            return None
+        return message_id in self.ids
+
+    def enter(self, delivery: Delivery) -> bool:
+        with self._lock:
+            self.deliveries.append(delivery)
+        return True
+
+    @property
+    def ids(self) -> list[str]:
+        with self._lock:
+            return [d.message.id for d in self.deliveries]
+
+
+class FailsThenTakes(Recording):
+    """Refuses the first ``failures`` attempts (a busy model, a full disk), then takes."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures_left = failures
+        self.attempts = 0
+
+    def enter(self, delivery: Delivery) -> bool:
+        self.attempts += 1
+        if self.failures_left > 0:
+            self.failures_left -= 1
+            return False
+        return super().enter(delivery)
+
+
+class Raises:
+    """A context with a bug: every entry raises."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def holds(self, message_id: str) -> bool | None:
+        return None
+
+    def enter(self, delivery: Delivery) -> bool:
+        self.attempts += 1
+        raise RuntimeError("the context broke")
+
+
+class Crash(BaseException):
+    """Stands for the receiving process dying: nothing after it runs."""
+
+
+class SteppedTime:
+    """Replaces the host's ``time`` module so that backoff moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+# -- building blocks ------------------------------------------------------------------
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "post"
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(NOW)
+
+
+@pytest.fixture
+def post(root: Path, clock: FixedClock) -> Post:
+    return Post(root, clock=clock)
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> Iterator[Callable[..., Host]]:
+    """Builds hosts on SESSION's address and stops every one at the end."""
+    made: list[Host] = []
+
+    def make(post: Post, context: host.Context, **options: Any) -> Host:
+        receiver = Host(post, SESSION, str(tmp_path), context, **options)
+        made.append(receiver)
+        return receiver
+
+    yield make
+    for receiver in made:
+        receiver.request_stop()
+        receiver.stop()
+
+
+def deposit(
+    root: Path, body: str, sent_at: int, *, sender: str = "script", reply_to: str | None = None
+) -> Message:
+    message = new_message(Sender("process", sender), body, sent_at, reply_to=reply_to)
+    mailbox.deposit(root, ADDRESS, message)
+    return message
+
+
+def queued(root: Path) -> list[str]:
+    return mailbox.letter_names(root, ADDRESS)
+
+
+def drops(root: Path) -> list[droplog.Drop]:
+    return list(droplog.read(root))
+
+
+@pytest.fixture
+def watch_drop_log(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For every drop recorded: whether its letter was still on disk at that moment."""
+    letter_was_on_disk: list[bool] = []
+    real_record = droplog.record
+
+    def record(root: Path, drop: droplog.Drop) -> None:
+        letter = mailbox.inbox_of(root, drop.address) / drop.letter
+        letter_was_on_disk.append(letter.exists())
+        real_record(root, drop)
+
+    monkeypatch.setattr(droplog, "record", record)
+    return letter_was_on_disk
+
+
+def serving(receiver: Host) -> threading.Thread:
+    thread = threading.Thread(target=receiver.serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def halt(receiver: Host, thread: threading.Thread) -> None:
+    receiver.request_stop()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the host did not stop when asked"
+
+
+def eventually(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Polls ``condition`` until it holds or ``seconds`` pass; returns the last answer."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return condition()
+        time.sleep(0.01)
+    return True
+
+
+# -- INV-05: nothing is lost ----------------------------------------------------------
+
+
+def test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = SteppedTime()
+    monkeypatch.setattr(host, "time", steps)
+    context = FailsThenTakes(failures=2)
+    receiver = hosts(post, context)
+    message = deposit(root, "please rebase", NOW)
+
+    receiver.start()
+    assert context.attempts == 1
+    assert queued(root) == [message.file_name]
+
+    receiver.drain()  # within the first second: not tried again
+    assert context.attempts == 1
+
+    steps.now += host.RETRY_FIRST_S
+    receiver.drain()
+    assert context.attempts == 2
+    assert queued(root) == [message.file_name]
+
+    steps.now += host.RETRY_FIRST_S  # the delay doubled: still too early
+    receiver.drain()
+    assert context.attempts == 2
+
+    steps.now += host.RETRY_FIRST_S
+    assert receiver.drain() == 1
+    assert context.ids == [message.id]
+    assert queued(root) == []
+    assert receiver.stats.failed_entries == 2
+
+
+def test_a_raising_context_never_loses_mail(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(host, "RETRY_FIRST_S", 0.0)
+    broken = Raises()
+    receiver = hosts(post, broken)
+    letters = [deposit(root, f"note {n}", NOW + n, sender=f"s{n}") for n in range(3)]
+
+    receiver.start()
+    receiver.drain()
+    assert broken.attempts == 6
+    assert queued(root) == [m.file_name for m in letters]
+    assert receiver.stats.failed_entries == 6
+
+    repaired = Recording()
+    receiver.context = repaired
+    receiver.drain()
+    assert repaired.ids == [m.id for m in letters]
+    assert queued(root) == []
+
+
+def _assert_dropped_and_logged(
+    root: Path, letter_was_on_disk: list[bool], message: Message, reason_starts: str
+) -> None:
+    assert message.file_name not in queued(root)
+    logged = [d for d in drops(root) if d.letter == message.file_name]
+    assert len(logged) == 1
+    assert logged[0].reason.startswith(reason_starts)
+    assert logged[0].sender == message.sender.key
+    assert logged[0].address == ADDRESS
+    assert letter_was_on_disk and all(letter_was_on_disk)
+    assert message.body.encode() not in droplog.log_path(root).read_bytes()
+
+
+def test_a_refused_letter_is_logged_without_its_body_before_the_unlink(
+    root: Path, post: Post, hosts: Callable[..., Host], watch_drop_log: list[bool]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context, inbound=Inbound.REFUSE)
+    message = deposit(root, "secret-body-7f3a refused", NOW)
+
+    receiver.start()
+
+    assert context.ids == []
+    assert receiver.stats.dropped == 1
+    _assert_dropped_and_logged(root, watch_drop_log, message, "refused")
+
+
+def test_a_duplicate_is_logged_without_its_body_before_the_unlink(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    hosts: Callable[..., Host],
+    watch_drop_log: list[bool],
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    receiver.start()
+    first = deposit(root, "secret-body-91c2 echo", clock.now)
+    receiver.drain()
+    clock.now += 2 * SECOND_MS
+    echo = deposit(root, "secret-body-91c2 echo", clock.now)
+    receiver.drain()
+
+    assert context.ids == [first.id]
+    _assert_dropped_and_logged(root, watch_drop_log, echo, "duplicate")
+
+
+def test_a_letter_over_the_rate_is_logged_without_its_body_before_the_unlink(
+    root: Path, post: Post, hosts: Callable[..., Host], watch_drop_log: list[bool]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    letters = [deposit(root, f"secret-body-b0d4 number {n}", NOW + n) for n in range(9)]
+
+    receiver.start()
+
+    assert context.ids == [m.id for m in letters[:8]]
+    _assert_dropped_and_logged(root, watch_drop_log, letters[8], "rate")
+
+
+def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    bad_name = f"{NOW - 5:013d}-0badc0de.json"  # sorts first: it must not block the rest
+    inbox = mailbox.inbox_of(root, ADDRESS)
+    inbox.mkdir(parents=True)
+    (inbox / bad_name).write_bytes(b'{"v": 1, "id": "torn')
+    letters = [deposit(root, f"good {n}", NOW + n) for n in range(2)]
+
+    receiver.start()
+
+    assert context.ids == [m.id for m in letters]
+    assert queued(root) == []
+    aside = mailbox.quarantine_of(root, ADDRESS)
+    assert (aside / bad_name).read_bytes() == b'{"v": 1, "id": "torn'
+    assert (aside / (bad_name + ".reason")).read_text().startswith("not JSON")
+    assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [(bad_name, "malformed")]
+    assert receiver.stats.set_aside == 1
+
+
+# -- INV-06: no double delivery -------------------------------------------------------
+
+
+def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
+    root: Path, hosts: Callable[..., Host]
+) -> None:
+    post = Post(root)
+    contexts = [Recording(ledger=False), Recording(ledger=False)]
+    receivers = [hosts(post, context) for context in contexts]
+    for receiver in receivers:
+        receiver.start()
+    total = 200
+    sent: list[str] = []
+
+    def feed() -> None:
+        for n in range(total):
+            # A sender each, so the loop guard lets every letter through.
+            message = new_message(Sender("process", f"sender-{n}"), f"letter {n}", NOW + n)
+            while True:
+                try:
+                    mailbox.deposit(root, ADDRESS, message, durable=False)
+                    break
+                except mailbox.MailboxFull:
+                    time.sleep(0.002)
+            sent.append(message.id)
+
+    def entered() -> int:
+        return sum(len(context.ids) for context in contexts)
+
+    def take(receiver: Host) -> None:
+        deadline = time.monotonic() + 20
+        while entered() < total and time.monotonic() < deadline:
+            if receiver.drain() == 0:
+                time.sleep(0.001)
+
+    threads = [threading.Thread(target=feed)]
+    threads += [threading.Thread(target=take, args=(r,)) for r in receivers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+
+    both = contexts[0].ids + contexts[1].ids
+    assert Counter(both) == Counter(sent)
+    assert len(sent) == total
+    assert queued(root) == []
+
+
+def _crash_after_entry(
+    monkeypatch: pytest.MonkeyPatch, receiver: Host, entries_so_far: Callable[[], int]
+) -> None:
+    """Let ``receiver`` enter a letter, then die before the unlink (the receipt)."""
+    with monkeypatch.context() as patch:
+
+        def die(claim: mailbox.Claim) -> None:
+            claim.release()  # the kernel drops a dead process's locks
+            raise Crash
+
+        patch.setattr(mailbox.Claim, "dispose", die)
+        with pytest.raises(Crash):
+            receiver.start()
+    assert entries_so_far() == 1
+
+
+def test_a_context_with_a_ledger_is_not_entered_again_after_a_crash(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context = Recording(ledger=True)
+    message = deposit(root, "exactly once", NOW)
+    _crash_after_entry(monkeypatch, hosts(post, context), lambda: len(context.ids))
+    assert queued(root) == [message.file_name]
+
+    restarted = hosts(post, context)
+    restarted.start()
+
+    assert queued(root) == []
+    assert context.ids == [message.id]
+    assert restarted.stats.already_held == 1
+
+
+def test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once(
+    root: Path,
+    tmp_path: Path,
+    post: Post,
+    hosts: Callable[..., Host],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "transcript.jsonl"
+    message = deposit(root, "exactly once", NOW)
+    transcript = TranscriptContext(path)
+    _crash_after_entry(
+        monkeypatch, hosts(post, transcript), lambda: len(path.read_text().splitlines())
+    )
+    transcript.close()
+
+    reopened = TranscriptContext(path)
+    try:
+        restarted = hosts(post, reopened)
+        restarted.start()
+    finally:
+        reopened.close()
+
+    assert queued(root) == []
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [message.id]
+
+
+def test_without_a_ledger_the_crash_window_costs_exactly_one_duplicate(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context = Recording(ledger=False)
+    message = deposit(root, "at least once", NOW)
+    _crash_after_entry(monkeypatch, hosts(post, context), lambda: len(context.ids))
+
+    hosts(post, context).start()
+
+    duplicates = len(context.ids) - len(set(context.ids))
+    assert duplicates == 1
+    assert set(context.ids) == {message.id}
+    assert queued(root) == []
+
+
+# -- INV-07: oldest first -------------------------------------------------------------
+
+
+def test_a_drain_takes_the_oldest_letter_first(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    # Deposited out of order, so directory order cannot pass for age order.
+    offsets = [7, 2, 9, 0, 5, 3]
+    letters = [deposit(root, f"at {o}", NOW + o * SECOND_MS, sender=f"s{o}") for o in offsets]
+    context = Recording()
+
+    hosts(post, context).start()
+
+    assert context.ids == [m.id for m in sorted(letters, key=lambda m: m.sent_at)]
+
+
+# -- INV-11: the sender learns the truth -----------------------------------------------
+
+
+def _send(root: Path, tmp_path: Path, receipt_wait: float) -> tuple[bool, str]:
+    sender = Post(root, receipt_wait=receipt_wait)
+    caller = os_caller(str(tmp_path), {"HOME": str(tmp_path)})
+    (receipt,) = sender.send([ADDRESS], "are you there?", Sender("process", "asker"), caller)
+    return receipt.delivered, receipt.message_id
+
+
+def test_a_send_to_a_serving_host_reports_delivered(
+    root: Path, tmp_path: Path, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(Post(root), context)
+    receiver.start()
+    thread = serving(receiver)
+    try:
+        delivered, message_id = _send(root, tmp_path, receipt_wait=10.0)
+    finally:
+        halt(receiver, thread)
+
+    assert delivered
+    assert context.ids == [message_id]
+
+
+def test_a_send_to_a_stopped_host_reports_queued(
+    root: Path, tmp_path: Path, hosts: Callable[..., Host]
+) -> None:
+    receiver = hosts(Post(root), Recording())
+    receiver.start()
+    receiver.stop()
+
+    delivered, message_id = _send(root, tmp_path, receipt_wait=10.0)
+
+    assert not delivered
+    assert queued(root) == [message_id + ".json"]
+
+
+def test_a_live_record_whose_host_does_not_drain_gets_queued_after_the_wait(
+    root: Path, tmp_path: Path, hosts: Callable[..., Host]
+) -> None:
+    post = Post(root)
+    receiver = hosts(post, Recording())
+    receiver.start()  # registered and live, but nobody serves the mailbox
+    record = registry.read(root, ADDRESS)
+    assert record is not None
+    assert registry.presence(record, post.clock(), post.processes) is Presence.LIVE
+
+    delivered, message_id = _send(root, tmp_path, receipt_wait=0.2)
+
+    assert not delivered
+    assert queued(root) == [message_id + ".json"]
+
+
+# -- INV-18: the loop guard inside the host ---------------------------------------------
+
+
+def test_an_identical_body_from_one_sender_within_10_s_is_dropped(
+    root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    receiver.start()
+
+    first = deposit(root, "same words", clock.now, sender="looper")
+    receiver.drain()
+    clock.now += 9 * SECOND_MS
+    echo = deposit(root, "same words", clock.now, sender="looper")
+    other_sender = deposit(root, "same words", clock.now + 1, sender="bystander")
+    receiver.drain()
+    clock.now += 2 * SECOND_MS  # 11 s after the delivered one
+    later = deposit(root, "same words", clock.now, sender="looper")
+    receiver.drain()
+
+    assert context.ids == [first.id, other_sender.id, later.id]
+    assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [
+        (echo.file_name, "duplicate")
+    ]
+
+
+def test_a_ninth_message_from_one_sender_within_30_s_is_dropped(
+    root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    receiver.start()
+
+    burst = []
+    for n in range(9):
+        burst.append(deposit(root, f"update {n}", clock.now, sender="chatty"))
+        receiver.drain()
+        clock.now += 3 * SECOND_MS  # 9 letters within 27 s
+    clock.now = NOW + 30 * SECOND_MS  # the first delivery has left the window
+    after = deposit(root, "update 9", clock.now, sender="chatty")
+    receiver.drain()
+
+    assert context.ids == [m.id for m in burst[:8]] + [after.id]
+    assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [
+        (burst[8].file_name, "rate")
+    ]
+
+
+# -- INV-20: inbound and resume modes ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("inbound", "ask_answers", "delivered"),
+    [
+        (Inbound.ACCEPT, None, True),
+        (Inbound.REFUSE, None, False),
+        (Inbound.ASK, True, True),
+        (Inbound.ASK, False, False),
+        (Inbound.ASK, None, True),  # no UI to ask: accept
+        (inbound_mode("sometimes"), None, True),  # unknown values mean accept
+    ],
+)
+def test_the_inbound_mode_decides_what_enters(
+    root: Path,
+    post: Post,
+    hosts: Callable[..., Host],
+    inbound: Inbound,
+    ask_answers: bool | None,
+    delivered: bool,
+) -> None:
+    asked: list[str] = []
+
+    def ask(message: Message) -> bool:
+        asked.append(message.id)
+        return bool(ask_answers)
+
+    context = Recording()
+    receiver = hosts(post, context, inbound=inbound, ask=None if ask_answers is None else ask)
+    message = deposit(root, "may I come in?", NOW)
+
+    receiver.start()
+
+    assert context.ids == ([message.id] if delivered else [])
+    assert queued(root) == []
+    assert asked == ([message.id] if ask_answers is not None else [])
+    logged = [d.reason for d in drops(root)]
+    if delivered:
+        assert logged == []
+    else:
+        assert len(logged) == 1
+        assert "PI_POST_INBOUND" in logged[0]
+
+
+@pytest.mark.parametrize(
+    ("resume", "waiting_mail_wakes"), [(Resume.WAKE, True), (Resume.STAGE, False)]
+)
+def test_mail_found_at_start_follows_the_resume_mode_and_live_mail_always_wakes(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    hosts: Callable[..., Host],
+    resume: Resume,
+    waiting_mail_wakes: bool,
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context, resume=resume)
+    deposit(root, "waiting since yesterday", NOW, sender="early")
+
+    receiver.start()
+    deposit(root, "arriving now", NOW + 1, sender="late")
+    receiver.drain()
+
+    assert [d.message.body for d in context.deliveries] == [
+        "waiting since yesterday",
+        "arriving now",
+    ]
+    assert [d.wake for d in context.deliveries] == [waiting_mail_wakes, True]
+
+
+# -- INV-14, INV-15: the record -----------------------------------------------------------
+
+
+def test_start_registers_a_live_record_and_stop_keeps_it_offline(
+    root: Path, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    processes = FakeProcessTable({os.getpid(): "started-4242"})
+    post = Post(root, clock=clock, processes=processes)
+    receiver = hosts(post, Recording(), name="reviewer")
+
+    receiver.start()
+    live = registry.read(root, ADDRESS)
+    assert live is not None
+    assert (live.pid, live.pid_start, live.name) == (os.getpid(), "started-4242", "reviewer")
+    assert registry.presence(live, clock.now, processes) is Presence.LIVE
+
+    clock.now += 5 * SECOND_MS
+    receiver.stop()
+    kept = registry.read(root, ADDRESS)
+    assert kept is not None
+    assert (kept.pid, kept.pid_start, kept.name) == (None, None, "reviewer")
+    assert kept.last_seen == clock.now
+    assert registry.presence(kept, clock.now, processes) is Presence.OFFLINE
+
+
+def test_start_records_the_real_process_start_time(root: Path, hosts: Callable[..., Host]) -> None:
+    hosts(Post(root), Recording()).start()
+    record = registry.read(root, ADDRESS)
+    assert record is not None
+    assert record.pid == os.getpid()
+    assert record.pid_start == OsProcessTable().start_token(os.getpid())
+
+
+# -- INV-23: failures are contained ---------------------------------------------------------
+
+
+def test_an_unwritable_registry_does_not_stop_the_host(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    # Tests run as root, where permissions stop nothing: a file where the registry
+    # folder belongs makes every record write fail instead.
+    root.mkdir()
+    (root / "registry").write_text("not a folder")
+    context = Recording()
+    receiver = hosts(post, context)
+
+    receiver.start()
+    message = deposit(root, "still reaches you", NOW)
+    receiver.drain()
+
+    assert context.ids == [message.id]
+    assert receiver.stats.failed_heartbeats == 1
+    assert receiver.record is None
+
+
+def test_failed_heartbeats_are_counted_and_shutdown_still_completes(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    hosts: Callable[..., Host],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    receiver.start()
+
+    def disk_full(root: Path, record: registry.Record) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(registry, "write", disk_full)
+    clock.now += 30 * SECOND_MS
+    receiver.beat()
+    receiver.beat()
+    message = deposit(root, "after the disk filled", clock.now)
+    receiver.drain()
+    receiver.stop()
+
+    assert receiver.stats.failed_heartbeats == 2
+    assert context.ids == [message.id]
+    kept = registry.read(root, ADDRESS)
+    assert kept is not None and kept.last_seen == NOW  # the last record that was written
+
+
+def test_the_poll_finds_mail_without_any_watch_event(
+    root: Path, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(Post(root), context, kernel_events=False, poll_s=0.2)
+    receiver.start()
+    thread = serving(receiver)
+    try:
+        message = deposit(root, "found by the poll", NOW)
+        found = eventually(lambda: context.ids == [message.id])
+    finally:
+        halt(receiver, thread)
+
+    assert found
+    assert queued(root) == []
+
+
+# -- contexts -------------------------------------------------------------------------------
+
+
+def _delivery(body: str = "hello\nworld", *, wake: bool = True) -> Delivery:
+    message = new_message(
+        Sender("session", "planner", address_of("planner-session"), "/work/plan"),
+        body,
+        NOW,
+        reply_to=address_of("planner-session"),
+    )
+    return Delivery(message, format.frame(message), wake)
+
+
+def _transcript_ids(path: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+
+
+def test_a_transcript_line_is_on_disk_once_entered(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    transcript = TranscriptContext(path)
+    delivery = _delivery()
+    try:
+        assert transcript.enter(delivery)
+        line = json.loads(path.read_text())  # read through another file, not the writer
+    finally:
+        transcript.close()
+    assert line["id"] == delivery.message.id
+    assert line["text"] == delivery.text
+    assert line["wake"] is True
+    assert line["replyTo"] == address_of("planner-session")
+
+
+def test_a_reopened_transcript_knows_the_ids_it_holds(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    entered = _delivery("first")
+    transcript = TranscriptContext(path)
+    transcript.enter(entered)
+    assert transcript.holds(entered.message.id)
+    transcript.close()
+
+    reopened = TranscriptContext(path)
+    try:
+        assert reopened.holds(entered.message.id)
+        assert not reopened.holds(_delivery("never sent").message.id)
+    finally:
+        reopened.close()
+
+
+def test_a_torn_last_line_is_cut_at_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    kept, torn = _delivery("kept"), _delivery("torn")
+    transcript = TranscriptContext(path)
+    transcript.enter(kept)
+    transcript.close()
+    whole = path.read_bytes()
+    torn_line = json.dumps(host.delivery_json(torn)).encode()
+    path.write_bytes(whole + torn_line[: len(torn_line) // 2])
+
+    reopened = TranscriptContext(path)
+    try:
+        assert path.read_bytes() == whole
+        assert not reopened.holds(torn.message.id)
+        reopened.enter(torn)
+    finally:
+        reopened.close()
+    assert _transcript_ids(path) == [kept.message.id, torn.message.id]
+
+
+def test_a_second_listener_on_one_transcript_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    first = TranscriptContext(path)
+    try:
+        with pytest.raises(OSError, match="in use"):
+            TranscriptContext(path)
+    finally:
+        first.close()
+    TranscriptContext(path).close()  # free again once the first has gone
+
+
+def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environment(
+    tmp_path: Path,
+) -> None:
+    command = 'cat > "$OUT/stdin.txt" && env > "$OUT/env.txt"'
+    context = ExecContext(command, {"OUT": str(tmp_path), "PATH": os.environ["PATH"]})
+    delivery = _delivery(wake=False)
+
+    assert context.enter(delivery)
+
+    assert (tmp_path / "stdin.txt").read_text() == delivery.text
+    env = dict(
+        line.split("=", 1)
+        for line in (tmp_path / "env.txt").read_text().splitlines()
+        if "=" in line
+    )
+    assert env["PI_POST_MESSAGE_ID"] == delivery.message.id
+    assert env["PI_POST_MESSAGE_FROM"] == "planner"
+    assert env["PI_POST_MESSAGE_REPLY_TO"] == address_of("planner-session")
+    assert env["PI_POST_WAKE"] == "0"
+    assert context.holds(delivery.message.id) is None
+
+
+def test_an_exec_context_that_exits_non_zero_leaves_the_letter_queued(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    assert not ExecContext("exit 1", {}).enter(_delivery())
+    assert ExecContext("exit 0", {}).enter(_delivery())
+
+    receiver = hosts(post, ExecContext("exit 1", {}))
+    message = deposit(root, "try me", NOW)
+    receiver.start()
+    assert queued(root) == [message.file_name]
+    assert receiver.stats.failed_entries == 1
+
+
+def test_a_stream_context_writes_one_json_line_per_message() -> None:
+    stream = io.StringIO()
+    context = StreamContext(stream)
+    delivery = _delivery("line one\nline two")
+
+    assert context.enter(delivery)
+
+    lines = stream.getvalue().splitlines(keepends=True)
+    assert len(lines) == 1 and lines[0].endswith("\n")
+    entry = json.loads(lines[0])
+    assert entry["id"] == delivery.message.id
+    assert entry["body"] == "line one\nline two"
+    assert entry["from"]["name"] == "planner"
+    assert entry["text"] == delivery.text
+
+
+def test_a_closed_stream_does_not_take_the_message() -> None:
+    stream = io.StringIO()
+    stream.close()
+    assert not StreamContext(stream).enter(_delivery())
