@@ -1,0 +1,1 @@
+"""Whole exchanges between real pi-post processes."""
