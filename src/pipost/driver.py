@@ -313,6 +313,7 @@ class InProcessDriver:
         if (text is None) == (raw_base64 is None):
             raise DriverError("parse takes exactly one of text and raw_base64")
         if text is not None:
+            # A lone surrogate becomes the invalid UTF-8 it would be on disk.
             raw = text.encode("utf-8", errors="surrogatepass")
         else:
             try:

@@ -258,6 +258,7 @@ def register(
 ) -> Record:
     """Write this session's record; a resumed session keeps its address (INV-01)."""
     address = address_of(session_id)
+    cwd = os.path.realpath(cwd)  # resolution compares canonical paths
     record = Record(
         address=address,
         session_id=session_id,

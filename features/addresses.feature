@@ -1,0 +1,65 @@
+Feature: Addresses belong to conversations
+  An address is "s-" and the first 12 hex characters of SHA-256 over "session",
+  a NUL byte and the session id. It is a pure function of the session id, so
+  every process and every restart derives the same one. Only sessions have
+  addresses: a directory is a query that finds the session running in it.
+
+  @INV-01 @INV-21
+  Scenario Outline: the address of a session id is the one the reference computed
+    When I ask for the address of session id "<session id>"
+    Then the address is "<address>"
+
+    Examples: vectors computed by pi-post 0.7
+      | session id                           | address        |
+      | 019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e01 | s-52c78af935a3 |
+      | 0192b6a8-0000-7000-8000-000000000000 | s-cbfad3076b3c |
+      | ffffffff-ffff-7fff-bfff-ffffffffffff | s-63e872ec7421 |
+      | session with spaces                  | s-85a4b3e5d61c |
+      | ünïcödé-Σ-会话                       | s-b35915f0bc61 |
+      | x/../y                               | s-a58084afae0f |
+      | A                                    | s-e9f0d402690d |
+
+  @INV-01 @INV-21
+  Scenario: every vector in the reference's file, control characters included
+    Then every vector the reference computed gives its address
+
+  @INV-01 @INV-14
+  Scenario: a conversation resumed elsewhere keeps its address and its mail
+    Given a live session "alice" in "/home/dev/alice"
+    And I sent "while you were away" to "alice"
+    And "alice" shuts down
+    And the process of "alice" exits
+    When "alice" starts again in "/home/dev/elsewhere"
+    Then "alice" has the address it had before
+    And "alice" is live
+    And the mailbox of "alice" holds 1 message
+
+  @INV-02
+  Scenario: a directory names whichever session runs in it now
+    Given an offline session "first" in "/home/dev/project" last seen 2 hours ago
+    And a live session "second" in "/home/dev/project"
+    When I send "hello" to "/home/dev/project"
+    Then the send is queued for "second"
+    And the mailbox of "first" holds 0 messages
+    And every mailbox folder is named by a session address
+
+  @INV-02 @INV-12
+  Scenario: a directory with no session in it is refused, never made into a mailbox
+    Given a live session "alice" in "/home/dev/alice"
+    When I send "hello" to "/home/dev/nobody-here"
+    Then the send is refused saying "no session is registered in /home/dev/nobody-here"
+    And the refusal lists "alice"
+    And nothing was written
+
+  @INV-02 @INV-12
+  Scenario: an address that no session registered and no mailbox holds is refused
+    When I send "hello" to "s-0123456789ab"
+    Then the send is refused saying "s-0123456789ab is unknown"
+    And nothing was written
+
+  @INV-02 @INV-21
+  Scenario: an address whose mailbox exists is reachable without a record
+    Given an empty mailbox folder for "s-0123456789ab"
+    When I send "left for you" to "s-0123456789ab"
+    Then the send is queued for "s-0123456789ab"
+    And the mailbox of "s-0123456789ab" holds 1 message

@@ -1,0 +1,126 @@
+Feature: Bad input gets a clear answer, never a crash and never half a job
+  What a sender gets wrong is refused before anything is written. What reaches
+  a reader broken is never delivered: a bad letter is set aside, not destroyed,
+  and the mail behind it still flows; a broken record is skipped.
+
+  Background:
+    Given a live session "bob" in "/home/dev/bob"
+    And the clock advances by 1 second
+    And a live session "alice" in "/home/dev/alice"
+
+  @INV-09
+  Scenario Outline: a body over the cap is refused with its size and the cap (<count> × <character>)
+    When I send a body of <count> "<character>" characters to "bob"
+    Then the send is refused saying "body is <bytes> bytes; the cap is 32768"
+    And nothing was written
+
+    Examples:
+      | count | character | bytes |
+      | 32769 | x         | 32769 |
+      | 16385 | é         | 32770 |
+      | 8193  | 😀        | 32772 |
+
+  @INV-09
+  Scenario: an empty body is refused, and nothing is written
+    When I send an empty body to "bob"
+    Then the send is refused saying "empty body"
+    And nothing was written
+
+  @INV-09
+  Scenario: a body of nothing but blanks is refused, and nothing is written
+    When I send a body of 40 " " characters to "bob"
+    Then the send is refused saying "empty body"
+    And nothing was written
+
+  @INV-12
+  Scenario: an unknown target is refused with the reachable sessions listed
+    When I send "hello?" to "bobby"
+    Then the send is refused saying '"bobby" is not an address'
+    And the refusal lists "bob" and "alice"
+    And nothing was written
+
+  @INV-12
+  Scenario: an ambiguous target is refused with every candidate listed
+    Given a live session "api-reviewer" in "/home/dev/api"
+    And a live session "api-fixer" in "/srv/checkouts/api"
+    When I send "which of you?" to "/home/dev/bob", "alice" and "api"
+    Then the send is refused saying '"api" matches more than one session'
+    And the refusal lists "api-reviewer" and "api-fixer"
+    And nothing was written
+
+  @INV-12
+  Scenario: more than eight targets are refused
+    When I send "everyone" to "bob", "alice", "bob", "alice", "bob", "alice", "bob", "alice" and "bob"
+    Then the send is refused saying "9 targets in one send; the cap is 8"
+    And nothing was written
+
+  @INV-10 @INV-09
+  Scenario Outline: a letter with <field> set to <value> is set aside, and the mail behind it flows
+    Given the oldest letter in the mailbox of "bob" is a valid letter with <field> set to <value>
+    And I sent "after the bad one" to "bob"
+    When "bob" takes the next message
+    Then "bob" receives "after the bad one"
+    And the bad letter was set aside, the reason mentioning "<mentioning>"
+    And the bad letter is kept byte for byte outside the mailboxes
+    And the mailbox of "bob" holds 0 messages
+
+    Examples: wrong version, bad field types, bad addresses, an id that is not its file name
+      | field        | value                    | mentioning   |
+      | v            | 2                        | v            |
+      | v            | "1"                      | v            |
+      | sentAt       | "1796078534000"          | sentAt       |
+      | body         | 42                       | body         |
+      | from         | "hand-written"           | from         |
+      | from.kind    | "robot"                  | from.kind    |
+      | from.name    | ""                       | from.name    |
+      | from.address | "../../x"                | from.address |
+      | replyTo      | "../../x"                | replyTo      |
+      | replyTo      | 7                        | replyTo      |
+      | id           | "0000000000001-00000000" | id           |
+      | unknown      | "field"                  | unknown      |
+
+  @INV-10 @INV-09
+  Scenario Outline: a letter that is <damage> is set aside, and the mail behind it flows
+    Given the oldest letter in the mailbox of "bob" is damaged: <damage>
+    And I sent "after the bad one" to "bob"
+    When "bob" takes the next message
+    Then "bob" receives "after the bad one"
+    And the bad letter was set aside, the reason mentioning "<mentioning>"
+    And the bad letter is kept byte for byte outside the mailboxes
+
+    Examples:
+      | damage                              | mentioning |
+      | an empty file                       | JSON       |
+      | half of a letter, cut off mid-write | JSON       |
+      | a JSON array                        | object     |
+      | a letter with a duplicated key      | duplicate  |
+      | bytes that are not UTF-8            | UTF-8      |
+      | JSON nested 100000 deep             | nested     |
+      | a file of 300000 bytes              | larger     |
+
+  @INV-12 @INV-16
+  Scenario Outline: <garbage> in the registry is skipped by listing and resolution
+    Given the registry holds, for a session "ghost", <garbage>
+    And I remember the tree
+    When I list all sessions
+    Then the sessions listed are "alice" and "bob"
+    When I resolve "ghost"
+    Then it is refused saying '"ghost" is not an address'
+    And the tree is byte-identical to what I remembered
+
+    Examples:
+      | garbage                                         |
+      | an empty file                                   |
+      | half of a record, cut off mid-write             |
+      | a JSON array                                    |
+      | a record of version 2                           |
+      | a record whose pid is text                      |
+      | a record without a cwd                          |
+      | a record whose address is not its session id's  |
+      | a record filed under another address            |
+
+  @INV-12 @INV-21
+  Scenario: a well-formed record written by hand is listed and resolved, so the garbage above is what is skipped
+    Given the registry holds a record pi-post 0.7 wrote for "ghost" in "/home/dev/ghost", its pid running
+    When I resolve "ghost"
+    Then it resolves to the session named "ghost"

@@ -1,0 +1,125 @@
+"""Golden data from the reference pi-post 0.7 CLI (tests/fixtures/interop)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from behave import given, then, when
+from behave.runner import Context
+from feature_world import (
+    FIXTURES,
+    QUOTED,
+    dict_of,
+    int_of,
+    text_of,
+    use_regular_expressions,
+    world,
+    write_private,
+)
+
+use_regular_expressions()
+
+MESSAGES = FIXTURES / "messages"
+
+
+def _message_files() -> list[tuple[str, str]]:
+    """(address, file name) of every message the reference wrote, named
+    ``<address>--<id>.json`` in the fixture folder."""
+    found = []
+    for fixture in sorted(os.listdir(MESSAGES)):
+        address, _, name = fixture.partition("--")
+        found.append((address, name))
+    assert found, f"no message files in {MESSAGES}"
+    return found
+
+
+# -- addresses ------------------------------------------------------------------------------
+
+
+@when(f"I ask for the address of session id {QUOTED}")
+def address_of(context: Context, session_id: str) -> None:
+    world(context).act("address_of", session_id=session_id)
+
+
+@then(f"the address is {QUOTED}")
+def address_is(context: Context, address: str) -> None:
+    assert world(context).result == {"address": address}, world(context).result
+
+
+@then("every vector the reference computed gives its address")
+def every_vector(context: Context) -> None:
+    the = world(context)
+    vectors = json.loads((FIXTURES / "address-vectors.json").read_text(encoding="utf-8"))
+    assert vectors["vectors"], "no vectors"
+    for vector in vectors["vectors"]:
+        found = the.call("address_of", session_id=vector["sessionId"])["address"]
+        assert found == vector["address"], f"{vector['sessionId']!r}: {found}"
+
+
+# -- messages -------------------------------------------------------------------------------
+
+
+@given("the message files the reference wrote are in their mailboxes")
+def reference_mail(context: Context) -> None:
+    the = world(context)
+    for address, name in _message_files():
+        data = (MESSAGES / f"{address}--{name}").read_bytes()
+        write_private(the.root / "inbox" / address / name, data)
+
+
+@then("every message file the reference wrote parses, its id matching its file name")
+def reference_files_parse(context: Context) -> None:
+    the = world(context)
+    for address, name in _message_files():
+        raw = (MESSAGES / f"{address}--{name}").read_text(encoding="utf-8")
+        parsed = the.call("parse", text=raw, file_name=name)
+        assert "message" in parsed, f"{name}: {parsed}"
+        assert parsed["message"] == json.loads(raw), f"{name}: {parsed}"
+
+
+@then(f"the messages taken are the reference's files for {QUOTED}, oldest first")
+def taken_are_reference(context: Context, address: str) -> None:
+    the = world(context)
+    expected = [
+        json.loads((MESSAGES / f"{a}--{name}").read_text(encoding="utf-8"))
+        for a, name in _message_files()
+        if a == address
+    ]
+    assert expected, f"the reference wrote nothing for {address}"
+    assert the.taken == expected, f"{the.taken} != {expected}"
+    assert not the.set_aside, the.set_aside
+
+
+@then(f"the letter pipost wrote to {QUOTED} is the reference's {QUOTED} but for its random part")
+def same_bytes(context: Context, label: str, fixture: str) -> None:
+    the = world(context)
+    (receipt,) = the.receipts()
+    ours = text_of(receipt["id"])
+    reference = (MESSAGES / fixture).read_bytes()
+    theirs = fixture.partition("--")[2].removesuffix(".json")
+    # Only the 8 random hex characters of an id may differ; the time part must not.
+    assert ours[:13] == theirs[:13], f"{ours} was not sent at the reference's time"
+    written = (the.inbox(label) / f"{ours}.json").read_bytes()
+    assert written == reference.replace(theirs.encode(), ours.encode()), written
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+
+@given("the registry the reference's transcripts were made with, its live session running")
+def reference_registry(context: Context) -> None:
+    """The records of cli-transcripts.json, at the moment its transcripts were made:
+    the one record with a pid names a process that runs."""
+    the = world(context)
+    transcripts = json.loads((FIXTURES / "cli-transcripts.json").read_text(encoding="utf-8"))
+    entries = transcripts["fixture"]
+    moments = {entry["record"]["lastSeen"] + entry["lastSeenAgoMs"] for entry in entries}
+    assert len(moments) == 1, f"the fixture's ages disagree on when it was made: {moments}"
+    the.call("set_clock", now=moments.pop())
+    for entry in entries:
+        record = dict_of(entry["record"])
+        if "pid" in record:
+            record["pid"] = int_of(the.call("process_start")["pid"])
+        path = the.root / "registry" / f"{text_of(record['address'])}.json"
+        write_private(path, json.dumps(record).encode())

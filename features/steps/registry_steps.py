@@ -1,0 +1,185 @@
+"""The registry: records laid by hand, listing, resolving, sweeping."""
+
+from __future__ import annotations
+
+import json
+
+from behave import given, then, when
+from behave.runner import Context
+from feature_world import (
+    QUOTED,
+    QUOTED_LIST,
+    World,
+    dict_of,
+    int_of,
+    list_of,
+    quoted_items,
+    session_id_for,
+    text_of,
+    use_regular_expressions,
+    world,
+    write_private,
+)
+
+from pipost.driver import Json
+
+use_regular_expressions()
+
+
+def _now(the: World) -> int:
+    return int_of(the.call("advance_clock", ms=0)["now"])
+
+
+def _record_for(the: World, label: str, cwd: str) -> dict[str, Json]:
+    """The record pi-post 0.7 writes for a session: no process start time."""
+    session_id = session_id_for(label)
+    address = text_of(the.call("address_of", session_id=session_id)["address"])
+    now = _now(the)
+    return {
+        "v": 1,
+        "address": address,
+        "sessionId": session_id,
+        "name": label,
+        "cwd": cwd,
+        "startedAt": now,
+        "lastSeen": now,
+    }
+
+
+def _garbage(the: World, label: str, description: str) -> tuple[str, bytes]:
+    """A file name in the registry and bytes that are not a valid record there."""
+    record = _record_for(the, label, f"/home/dev/{label}")
+    name = f"{record['address']}.json"
+    whole = json.dumps(record).encode()
+    damage: dict[str, tuple[str, bytes]] = {
+        "an empty file": (name, b""),
+        "half of a record, cut off mid-write": (name, whole[: len(whole) // 2]),
+        "a JSON array": (name, b"[]"),
+        "a record of version 2": (name, json.dumps({**record, "v": 2}).encode()),
+        "a record whose pid is text": (name, json.dumps({**record, "pid": "123"}).encode()),
+        "a record without a cwd": (name, json.dumps({**record, "cwd": None}).encode()),
+        "a record whose address is not its session id's": (
+            name,
+            json.dumps({**record, "sessionId": "someone-else"}).encode(),
+        ),
+        "a record filed under another address": ("s-000000000000.json", whole),
+    }
+    assert description in damage, f"no such damage: {description!r}"
+    return damage[description]
+
+
+@given(f"the registry holds, for a session {QUOTED}, (.+)")
+def registry_garbage(context: Context, label: str, description: str) -> None:
+    the = world(context)
+    name, data = _garbage(the, label, description)
+    write_private(the.root / "registry" / name, data)
+
+
+@given(f"the registry holds a record pi-post 0.7 wrote for {QUOTED} in {QUOTED}, its pid running")
+def foreign_record(context: Context, label: str, cwd: str) -> None:
+    the = world(context)
+    record = _record_for(the, label, cwd)
+    record["pid"] = int_of(the.call("process_start")["pid"])
+    record["host"] = "a field pipost does not know"
+    path = the.root / "registry" / f"{record['address']}.json"
+    write_private(path, json.dumps(record).encode())
+
+
+# -- listing --------------------------------------------------------------------------------
+
+
+@when("I list the sessions")
+def list_sessions(context: Context) -> None:
+    world(context).act("list")
+
+
+@when("I list all sessions")
+def list_all_sessions(context: Context) -> None:
+    world(context).act("list", all=True)
+
+
+def _listed(the: World) -> list[dict[str, Json]]:
+    return [dict_of(entry) for entry in list_of(the.result["sessions"])]
+
+
+@then("the sessions listed are, in order:")
+def listed_in_order(context: Context) -> None:
+    assert context.table is not None, "the step needs a table of name and presence"
+    the = world(context)
+    found = [
+        [text_of(dict_of(s["record"])["name"]), text_of(s["presence"]), str(s["queued"])]
+        for s in _listed(the)
+    ]
+    expected = [
+        [row["name"], row["presence"], row["queued"] if "queued" in row.headings else "0"]
+        for row in context.table
+    ]
+    assert found == expected, f"{found} != {expected}"
+
+
+@then(f"the sessions listed are {QUOTED_LIST}")
+def listed_names(context: Context, names: str) -> None:
+    found = [text_of(dict_of(s["record"])["name"]) for s in _listed(world(context))]
+    assert found == quoted_items(names), found
+
+
+@then(r"(\d+) sessions? (?:is|are) hidden")
+def hidden(context: Context, count: str) -> None:
+    assert world(context).result["hidden"] == int(count), world(context).result
+
+
+# -- resolving ------------------------------------------------------------------------------
+
+
+@when(f"I resolve {QUOTED}")
+def resolve(context: Context, handle: str) -> None:
+    the = world(context)
+    the.act("resolve", handle=the.expand(handle), cwd=the.cwd, home=the.home)
+
+
+@then(f"it resolves to {QUOTED}")
+def resolves_to(context: Context, label: str) -> None:
+    the = world(context)
+    assert the.result.get("address") == the.address(label), the.result
+
+
+@then(f"it resolves to the session named {QUOTED}")
+def resolves_to_named(context: Context, name: str) -> None:
+    the = world(context)
+    assert "record" in the.result, the.result
+    assert dict_of(the.result["record"])["name"] == name, the.result
+
+
+@when(f"I look up the record of {QUOTED}")
+def look_up_record(context: Context, label: str) -> None:
+    the = world(context)
+    the.act("record", address=the.address(label))
+
+
+# -- sweeping -------------------------------------------------------------------------------
+
+
+@when("the post office is swept")
+def swept(context: Context) -> None:
+    world(context).act("sweep")
+
+
+@then("the sweep removed nothing")
+def removed_nothing(context: Context) -> None:
+    result = world(context).result
+    assert result == {"records_removed": [], "mailboxes_removed": []}, result
+
+
+@then(f"the record of {QUOTED} was (kept|removed)")
+def record_fate(context: Context, label: str, fate: str) -> None:
+    the = world(context)
+    reported = the.address(label) in list_of(the.result["records_removed"])
+    on_disk = the.record(label) is not None
+    assert (reported, on_disk) == (fate == "removed", fate == "kept"), (the.result, on_disk)
+
+
+@then(f"the sweep removed the mailbox folder of {QUOTED}")
+def mailbox_removed(context: Context, label: str) -> None:
+    the = world(context)
+    assert the.address(label) in list_of(the.result["mailboxes_removed"]), the.result
+    assert not the.inbox(label).exists(), f"{the.inbox(label)} is still there"

@@ -1,0 +1,43 @@
+"""The tree under the root, fingerprinted: path, mode and bytes of every entry."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from behave import given, then
+from behave.runner import Context
+from feature_world import QUOTED, fingerprint, tree_changes, use_regular_expressions, world
+
+use_regular_expressions()
+
+ADDRESS = re.compile(r"s-[0-9a-f]{12}")
+
+
+@given("I remember the tree")
+def remember_tree(context: Context) -> None:
+    the = world(context)
+    the.remembered = fingerprint(the.root)
+    assert the.remembered, "there is no tree to remember"
+
+
+@then("the tree is byte-identical to what I remembered")
+def tree_identical(context: Context) -> None:
+    the = world(context)
+    assert the.remembered is not None, "the scenario remembered no tree"
+    changes = tree_changes(the.remembered, fingerprint(the.root))
+    assert not changes, "the tree changed:\n" + "\n".join(changes)
+
+
+@then("every mailbox folder is named by a session address")
+def mailboxes_are_addresses(context: Context) -> None:
+    names = os.listdir(world(context).root / "inbox")
+    assert names, "there is no mailbox at all"
+    assert all(ADDRESS.fullmatch(name) for name in names), names
+
+
+@given(f"a directory {QUOTED} and a symlink {QUOTED} to {QUOTED}")
+def symlinked_directory(context: Context, directory: str, link: str, target: str) -> None:
+    the = world(context)
+    os.makedirs(the.expand(directory))
+    os.symlink(the.expand(target), the.expand(link))

@@ -1,0 +1,66 @@
+Feature: Sweeps: messages outrank tidiness
+  A record is swept only when its session is offline, unseen for more than 7
+  days, and its mailbox holds nothing. A mailbox folder is swept only when it is
+  empty and no record names it; mail is never swept, at any age.
+
+  @INV-17
+  Scenario Outline: a record is swept only when all three conditions hold (<presence>, <unseen>, <queued> queued)
+    Given a session "old" in "/home/dev/old" that is <presence>, last seen <unseen> ago
+    And "old" has <queued> messages queued
+    When the post office is swept
+    Then the record of "old" was <fate>
+
+    Examples:
+      | presence | unseen             | queued | fate    |
+      | offline  | 8 days             | 0      | removed |
+      | offline  | 7 days and 1 ms    | 0      | removed |
+      | offline  | 7 days             | 0      | kept    |
+      | offline  | 365 days           | 1      | kept    |
+      | stalled  | 365 days           | 0      | kept    |
+      | live     | 10 seconds         | 0      | kept    |
+
+  @INV-17
+  Scenario: a session offline for a year keeps its mail, its mailbox and its record
+    Given an offline session "hermit" in "/home/dev/hermit" last seen 365 days ago
+    And I sent "still waiting for you" to "hermit"
+    And the clock advances by 365 days
+    When the post office is swept
+    Then the sweep removed nothing
+    And the mailbox of "hermit" holds 1 message
+    When "hermit" takes the next message
+    Then "hermit" receives "still waiting for you"
+
+  @INV-17
+  Scenario: mail that no record names is never swept
+    Given the mailbox of "s-0123456789ab" holds letters written newest first:
+      | id                     | body                   |
+      | 1700000000000-0000000a | for a session long gone |
+    And the clock advances by 365 days
+    When the post office is swept
+    Then the sweep removed nothing
+    And the mailbox of "s-0123456789ab" holds 1 message
+
+  @INV-17
+  Scenario: an empty mailbox folder that no record names is swept; a registered one is kept
+    Given a live session "alice" in "/home/dev/alice"
+    And an empty mailbox folder for "alice"
+    And an empty mailbox folder for "s-0123456789ab"
+    When the post office is swept
+    Then the sweep removed the mailbox folder of "s-0123456789ab"
+    And the mailbox folder of "alice" exists
+    And the record of "alice" was kept
+
+  @INV-17
+  Scenario: a swept record takes its empty mailbox folder with it
+    Given an offline session "gone" in "/home/dev/gone" last seen 30 days ago
+    And an empty mailbox folder for "gone"
+    When the post office is swept
+    Then the record of "gone" was removed
+    And the sweep removed the mailbox folder of "gone"
+
+  @INV-17 @INV-03
+  Scenario: a deposit in flight keeps its mailbox folder from being swept
+    Given the mailbox of "s-0123456789ab" holds a deposit in flight "1796078534000-0000000f.json.tmp"
+    When the post office is swept
+    Then the sweep removed nothing
+    And the deposit in flight "1796078534000-0000000f.json.tmp" is still in the mailbox of "s-0123456789ab", untouched
