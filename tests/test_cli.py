@@ -555,3 +555,31 @@ def test_undecodable_file_names_reach_a_strict_terminal_spelled_out(tmp_path: Pa
     shown = written.getvalue().decode("utf-8").splitlines()
     assert len(shown) == 2
     assert shown[1].startswith("(not a message: \\udcff\\udcfe.json — ")
+
+
+# -- hardening: unsafe roots and the quarantine -------------------------------------------
+
+
+def test_an_unsafe_root_is_refused_by_every_command_with_the_fix(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    root.mkdir()
+    root.chmod(0o777)
+    for argv in (["list"], ["peek", "s-0123456789ab"], ["send", "--to", "x", "--body", "b"]):
+        ran = run(argv, root)
+        assert ran.code == 1, argv
+        assert ran.stderr == (
+            f"pi-post: {root}: writable by others (mode 0777); make it private: chmod 700 {root}\n"
+        )
+
+
+def test_the_quarantine_command_lists_what_was_set_aside(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    address = address_of("q-session")
+    assert run(["quarantine"], root).stdout == "the quarantine is empty\n"
+    folder = root / "inbox" / address
+    folder.mkdir(parents=True, mode=0o700)
+    (folder / "0000000000001-00000000.json").write_bytes(b"\x1b[31m")
+    mailbox.set_aside(root, address, "0000000000001-00000000.json", "not JSON: \x1b[31m")
+    ran = run(["quarantine"], root)
+    assert ran.code == 0
+    assert ran.stdout == f"{address} 0000000000001-00000000.json — not JSON: \\x1b[31m\n"

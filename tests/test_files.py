@@ -335,3 +335,72 @@ def test_read_bounded_refuses_a_fifo_without_blocking(fifo: Path) -> None:
     run_bounded(threading.Thread(target=read), fifo)
     assert len(raised) == 1
     assert isinstance(raised[0], files.UnsafePath)
+
+
+# -- whose folders: ownership and modes (SPEC 10) ---------------------------------------
+
+
+def test_a_missing_root_is_no_error_for_readers(tmp_path: Path) -> None:
+    assert files.check_root(tmp_path / "post") is False
+    assert not (tmp_path / "post").exists()
+
+
+def test_ensure_dirs_creates_the_root_and_its_missing_parents_private(tmp_path: Path) -> None:
+    root = tmp_path / "home" / ".pi" / "agent" / "post"
+    inbox = files.ensure_dirs(root, "inbox")
+    assert inbox == root / "inbox"
+    assert mode_of(root) == 0o700
+    assert mode_of(inbox) == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702, 0o720])
+def test_a_root_others_can_write_is_refused_with_the_fix(tmp_path: Path, mode: int) -> None:
+    root = tmp_path / "post"
+    root.mkdir()
+    root.chmod(mode)
+    with pytest.raises(files.UnsafePath) as refused:
+        files.check_root(root)
+    assert f"mode {mode:04o}" in str(refused.value.strerror)
+    assert f"chmod 700 {root}" in str(refused.value.strerror)
+    with pytest.raises(files.UnsafePath):
+        files.ensure_dirs(root, "inbox")
+    assert not (root / "inbox").exists()
+
+
+def test_a_readable_root_is_accepted(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    root.mkdir()
+    root.chmod(0o755)
+    assert files.check_root(root) is True
+
+
+def test_a_root_owned_by_someone_else_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    root.mkdir(mode=0o700)
+    owner = os.lstat(root).st_uid
+    monkeypatch.setattr(os, "geteuid", lambda: owner + 4242)  # we are someone else
+    with pytest.raises(files.UnsafePath) as refused:
+        files.check_root(root)
+    assert f"owned by uid {owner}, not by you (uid {owner + 4242})" in str(refused.value.strerror)
+
+
+def test_a_symlinked_root_is_refused_not_followed(tmp_path: Path, outside: Path) -> None:
+    outside.chmod(0o700)
+    root = tmp_path / "post"
+    root.symlink_to(outside)
+    with pytest.raises(files.UnsafePath) as refused:
+        files.check_root(root)
+    assert "symlink" in str(refused.value.strerror)
+    with pytest.raises(files.UnsafePath):
+        files.ensure_dirs(root, "inbox")
+    assert list(outside.iterdir()) == []
+
+
+def test_a_group_writable_mailbox_folder_is_refused_when_listed(tmp_path: Path) -> None:
+    folder = tmp_path / "inbox"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o770)
+    with pytest.raises(files.UnsafePath):
+        files.list_names(folder)

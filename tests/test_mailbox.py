@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipost import files, mailbox
-from pipost.message import Message, Rejected, encode, parse
+from pipost.message import LETTER_READ_LIMIT, Message, Rejected, encode, parse
 from tests.helpers import NOW, make_message, make_record, tree_snapshot, write_record
 
 ADDRESS = "s-0123456789ab"
@@ -204,7 +204,7 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_claimed(root: Pat
     set_aside: list[Path] = []
     for claim in mailbox.claims(root, ADDRESS):
         if isinstance(claim.content, Rejected):
-            set_aside.append(claim.set_aside(claim.content.reason))
+            set_aside.append(claim.set_aside(claim.content.reason).path)
         else:
             delivered.append(claim.content)
             claim.dispose()
@@ -411,3 +411,54 @@ def test_racing_sender_processes_never_overfill_a_mailbox(
     assert watcher.unreadable == []
     bodies = {json.loads((folder / name).read_bytes())["body"] for name in names}
     assert len(bodies & {f"sender {n}" for n in range(SENDERS)}) == mailbox.CAP - PREFILLED
+
+
+# -- the quarantine is bounded, and says what it kept ----------------------------------
+
+
+def bad_letter(root: Path, name: str, data: bytes = b"{not json") -> None:
+    inbox(root).mkdir(parents=True, exist_ok=True)
+    (inbox(root) / name).write_bytes(data)
+
+
+def test_an_oversize_letter_keeps_only_its_head_in_quarantine(root: Path) -> None:
+    name = "0000000000001-00000000.json"
+    size = LETTER_READ_LIMIT * 3
+    bad_letter(root, name, b"x" * size)
+    moved = mailbox.set_aside(root, ADDRESS, name, "file is too large")
+    assert moved.path.stat().st_size == LETTER_READ_LIMIT
+    reason = (moved.path.parent / (name + ".reason")).read_text()
+    assert f"kept the first {LETTER_READ_LIMIT} of {size} bytes" in reason
+    assert not (inbox(root) / name).exists()
+
+
+def test_a_name_set_aside_twice_keeps_both(root: Path) -> None:
+    name = "0000000000001-00000000.json"
+    bad_letter(root, name, b"first")
+    first = mailbox.set_aside(root, ADDRESS, name, "one")
+    bad_letter(root, name, b"second")
+    second = mailbox.set_aside(root, ADDRESS, name, "two")
+    assert first.path != second.path
+    assert first.path.read_bytes() == b"first"
+    assert second.path.read_bytes() == b"second"
+    assert [q.reason for q in mailbox.quarantined(root)] == ["one", "two"]
+
+
+def test_past_the_cap_the_oldest_are_evicted_and_named(root: Path) -> None:
+    names = [f"{i:013d}-00000000.json" for i in range(mailbox.QUARANTINE_CAP + 3)]
+    evicted: list[str] = []
+    for name in names:
+        bad_letter(root, name)
+        evicted += mailbox.set_aside(root, ADDRESS, name, f"bad {name}").evicted
+    assert evicted == names[:3]
+    kept = mailbox.quarantined(root)
+    assert [q.name for q in kept] == names[3:]
+    assert len(os.listdir(root / "quarantine" / ADDRESS)) == 2 * mailbox.QUARANTINE_CAP
+
+
+def test_listing_the_quarantine_changes_nothing(root: Path) -> None:
+    bad_letter(root, "0000000000001-00000000.json")
+    mailbox.set_aside(root, ADDRESS, "0000000000001-00000000.json", "not JSON")
+    before = tree_snapshot(root)
+    assert [(q.address, q.reason) for q in mailbox.quarantined(root)] == [(ADDRESS, "not JSON")]
+    assert tree_snapshot(root) == before

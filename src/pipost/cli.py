@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from pipost import droplog, format, host, mailbox, policy, registry
+from pipost import droplog, files, format, host, mailbox, policy, registry
 from pipost.address import address_of, is_address
 from pipost.message import Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
@@ -100,6 +100,13 @@ Run a short, narrated exchange between real pi-post processes in a throwaway
 folder: live and queued delivery, collecting mail on resume, a reply loop cut
 by the guard, and a sweep that keeps mail. Touches nothing of yours.
 """,
+    "quarantine": """\
+usage: pi-post quarantine
+
+Show the letters receiving sessions set aside because they were not messages
+(malformed, oversize, a symlink...), with the reason, oldest first per address.
+They stay under quarantine/ in $PI_POST_DIR, at most 20 per address.
+""",
     "sweep": """\
 usage: pi-post sweep
 
@@ -111,7 +118,7 @@ empty, and empty mailbox folders that no record names. Mail is never removed.
 OVERVIEW = (
     USAGE
     + """       pi-post listen --session-id <id> [--transcript <file> | --exec <command>]
-       pi-post log | sweep | demo | help [<command>]
+       pi-post log | quarantine | sweep | demo | help [<command>]
 
 pi-post passes text between agent sessions on one machine through files under
 $PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
@@ -402,6 +409,18 @@ def cmd_log(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
+def cmd_quarantine(args: Sequence[str], ctx: Context) -> int:
+    _options(args, "quarantine", positional_allowed=False)
+    root = ctx.post().root
+    files.check_root(root)
+    entries = mailbox.quarantined(root)
+    if not entries:
+        ctx.say("the quarantine is empty")
+    for entry in entries:
+        ctx.say(f"{entry.address} {format.visible(entry.name)} — {format.visible(entry.reason)}")
+    return 0
+
+
 def cmd_demo(args: Sequence[str], ctx: Context) -> int:
     _options(args, "demo", positional_allowed=False)
     from pipost import demo
@@ -418,6 +437,7 @@ COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "sweep": cmd_sweep,
     "listen": cmd_listen,
     "log": cmd_log,
+    "quarantine": cmd_quarantine,
     "demo": cmd_demo,
 }
 
@@ -443,8 +463,8 @@ def run(argv: Sequence[str], ctx: Context) -> int:
     except (Refused, UsageError) as error:
         ctx.stderr.write(f"pi-post: {error}\n")
     except OSError as error:
-        where = f": {format.visible(str(error.filename))}" if error.filename else ""
-        ctx.stderr.write(f"pi-post: {error.strerror or error}{where}\n")
+        where = f"{format.visible(str(error.filename))}: " if error.filename else ""
+        ctx.stderr.write(f"pi-post: {where}{error.strerror or error}\n")
     return 1
 
 

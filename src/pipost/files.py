@@ -29,8 +29,48 @@ class Vanished(OSError):
     """A folder was removed (by a sweep) while we waited for its lock."""
 
 
+def check_private(path: Path, info: os.stat_result) -> None:
+    """Refuse a folder that someone else owns or that others can write into:
+    whoever can write there can forge mail or swap in a symlink."""
+    uid = os.geteuid()
+    if info.st_uid != uid:
+        raise UnsafePath(
+            errno.EPERM,
+            f"owned by uid {info.st_uid}, not by you (uid {uid}); "
+            "pi-post only uses folders of your own",
+            str(path),
+        )
+    if info.st_mode & 0o022:
+        raise UnsafePath(
+            errno.EPERM,
+            f"writable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
+            f"make it private: chmod 700 {path}",
+            str(path),
+        )
+
+
+def check_root(root: Path) -> bool:
+    """Refuse an unsafe root folder before anything in it is trusted; False when
+    there is no root yet (nothing has been sent or registered)."""
+    try:
+        info = os.lstat(root)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafePath(
+            errno.ELOOP,
+            "a symlink, which pi-post never follows; point PI_POST_DIR at the real folder",
+            str(root),
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePath(errno.ENOTDIR, "not a folder", str(root))
+    check_private(root, info)
+    return True
+
+
 def ensure_dir(path: Path) -> None:
-    """Create ``path`` (0700) if missing; refuse a symlink or non-folder there."""
+    """Create ``path`` (0700) if missing; refuse a symlink, a non-folder, or a
+    folder that is not private."""
     try:
         os.mkdir(path, DIR_MODE)
         return
@@ -39,11 +79,15 @@ def ensure_dir(path: Path) -> None:
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePath(errno.ENOTDIR, "not a folder (a symlink is never followed)", str(path))
+    check_private(path, info)
 
 
 def ensure_dirs(root: Path, *parts: str) -> Path:
-    """``root/parts...``, each level created 0700 and checked, the root included."""
-    ensure_dir(root)
+    """``root/parts...``, each level created 0700 and checked, the root included
+    (its missing parents too, as ``~/.pi/agent`` may not exist yet)."""
+    if not check_root(root):
+        os.makedirs(root.parent, DIR_MODE, exist_ok=True)
+        ensure_dir(root)
     path = root
     for part in parts:
         path = path / part
@@ -111,6 +155,7 @@ def list_names(path: Path) -> list[str]:
             ) from None
         raise
     try:
+        check_private(path, os.fstat(fd))
         return os.listdir(fd)
     finally:
         os.close(fd)

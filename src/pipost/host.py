@@ -214,8 +214,10 @@ class Host:
         try:
             if isinstance(content, Rejected):
                 self._log(claim.name, "?", f"malformed: {content.reason}")
-                claim.set_aside(content.reason)
+                moved = claim.set_aside(content.reason)
                 self.stats.set_aside += 1
+                for name in moved.evicted:
+                    self._log(name, "?", "removed from the full quarantine (oldest first)")
             elif self.context.holds(content.id):
                 claim.dispose()  # it entered before a crash; only the receipt was missing
                 self.stats.already_held += 1

@@ -15,7 +15,10 @@ Reading (names, count, peek) changes nothing on disk (INV-16).
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -172,7 +175,7 @@ class Claim:
         finally:
             self.release()
 
-    def set_aside(self, reason: str) -> Path:
+    def set_aside(self, reason: str) -> SetAside:
         """Move the letter to ``quarantine/<address>/`` with its reason beside it."""
         try:
             return set_aside(self.root, self.address, self.name, reason)
@@ -217,15 +220,102 @@ def quarantine_of(root: Path, address: str) -> Path:
     return root / "quarantine" / address
 
 
-def set_aside(root: Path, address: str, name: str, reason: str) -> Path:
+QUARANTINE_CAP = 20
+"""Most letters kept set aside per address; past it the oldest goes, and the
+receiver logs that it went (bounded, but never silently)."""
+
+
+@dataclass(frozen=True)
+class SetAside:
+    path: Path
+    evicted: tuple[str, ...]
+    """Older quarantined letters removed to stay within QUARANTINE_CAP."""
+
+
+def set_aside(root: Path, address: str, name: str, reason: str) -> SetAside:
     """Move a bad letter out of the mailbox, keeping it and the reason (INV-10).
 
     The quarantine is outside ``inbox/`` so that no reader, ours or pi-post 0.7,
-    takes it for mail."""
+    takes it for mail. A letter too large to be one keeps only its first
+    LETTER_READ_LIMIT bytes there, and the reason says so."""
     folder = files.ensure_dirs(root, "quarantine", address)
-    target = folder / name
-    files.write_new(folder / (name + ".reason"), (reason + "\n").encode("utf-8"))
-    files.rename(inbox_of(root, address) / name, target)
+    kept = _free_name(folder, name)
+    source = inbox_of(root, address) / name
+    info = os.lstat(source)
+    oversize = stat.S_ISREG(info.st_mode) and info.st_size > LETTER_READ_LIMIT
+    if oversize:
+        reason += f" (kept the first {LETTER_READ_LIMIT} of {info.st_size} bytes)"
+    files.write_new(folder / (kept + REASON_SUFFIX), (reason + "\n").encode("utf-8"))
+    if oversize:
+        head = files.read_bounded(source, LETTER_READ_LIMIT) or b""
+        files.write_new(folder / kept, head[:LETTER_READ_LIMIT])
+        files.unlink(source)
+    else:
+        files.rename(source, folder / kept)
     files.flush_dir(folder)
     files.flush_dir(inbox_of(root, address))
-    return target
+    return SetAside(folder / kept, _evict_oldest(folder))
+
+
+REASON_SUFFIX = ".reason"
+
+
+def _free_name(folder: Path, name: str) -> str:
+    taken = set(files.list_names(folder))
+    candidate, number = name, 0
+    while candidate in taken or candidate + REASON_SUFFIX in taken:
+        number += 1
+        candidate = f"{name}.{number}"
+    return candidate
+
+
+def _evict_oldest(folder: Path) -> tuple[str, ...]:
+    entries = quarantined_in(folder)
+    excess = entries[: max(0, len(entries) - QUARANTINE_CAP)]
+    for entry in excess:
+        for doomed in (folder / entry.name, folder / (entry.name + REASON_SUFFIX)):
+            with contextlib.suppress(FileNotFoundError):
+                files.unlink(doomed)
+    if excess:
+        files.flush_dir(folder)
+    return tuple(entry.name for entry in excess)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    address: str
+    name: str
+    reason: str
+    since_ns: int
+
+
+def quarantined_in(folder: Path) -> list[Quarantined]:
+    """What a quarantine folder holds, oldest first (no side effects)."""
+    entries = []
+    for reason_name in files.list_names(folder):
+        if not reason_name.endswith(REASON_SUFFIX):
+            continue
+        path = folder / reason_name
+        try:
+            since = os.lstat(path).st_mtime_ns
+            raw = files.read_bounded(path, 4096) or b""
+        except OSError:
+            continue
+        entries.append(
+            Quarantined(
+                address=folder.name,
+                name=reason_name[: -len(REASON_SUFFIX)],
+                reason=raw.decode("utf-8", "replace").strip(),
+                since_ns=since,
+            )
+        )
+    return sorted(entries, key=lambda entry: (entry.since_ns, entry.name))
+
+
+def quarantined(root: Path) -> list[Quarantined]:
+    """Every quarantined letter of every address, oldest first per address."""
+    found: list[Quarantined] = []
+    for address in sorted(files.list_names(root / "quarantine")):
+        if is_address(address):
+            found += quarantined_in(quarantine_of(root, address))
+    return found

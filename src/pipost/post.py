@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipost import format, mailbox, registry
+from pipost import files, format, mailbox, registry
 from pipost.message import Message, Sender, check_body, new_message
 from pipost.registry import OsProcessTable, Presence, ProcessTable, Record
 from pipost.resolve import Caller, Candidate, Refusal, Target, resolve, resolve_all
@@ -61,6 +61,7 @@ class Post:
         )
 
     def directory(self) -> DiskDirectory:
+        files.check_root(self.root)
         return DiskDirectory(self, self.clock())
 
     def sessions(self) -> list[Candidate]:
@@ -73,6 +74,7 @@ class Post:
         return outcome
 
     def peek(self, address: str) -> list[mailbox.Letter]:
+        files.check_root(self.root)
         return mailbox.peek(self.root, address)
 
     # -- sending ------------------------------------------------------------------
@@ -124,6 +126,8 @@ class Post:
     # -- tidying ------------------------------------------------------------------
 
     def sweep(self) -> registry.SweepReport:
+        if not files.check_root(self.root):
+            return registry.SweepReport((), ())
         return registry.sweep(self.root, self.clock(), self.processes)
 
 
