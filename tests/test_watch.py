@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pipost import watch
 from pipost.watch import FolderWatch
 
 NEVER_S = 30.0
@@ -33,9 +34,9 @@ def folder(tmp_path: Path) -> Path:
 def watches() -> Iterator[list[FolderWatch]]:
     made: list[FolderWatch] = []
     yield made
-    for watch in made:
-        watch.wake()  # a waiting thread must not outlive its test
-        watch.close()
+    for made_watch in made:
+        made_watch.wake()  # a waiting thread must not outlive its test
+        made_watch.close()
 
 
 def waiting(watch: FolderWatch) -> threading.Thread:
@@ -156,3 +157,37 @@ def test_many_wakes_never_block_the_waker(folder: Path, watches: list[FolderWatc
     thread = waiting(watch)
     thread.join(JOIN_S)
     assert not thread.is_alive()
+
+
+# -- waiting for a receipt: the letter's removal -------------------------------------------
+
+
+@pytest.mark.parametrize("kernel_events", [True, False])
+def test_wait_gone_returns_when_the_letter_is_removed(
+    folder: Path, kernel_events: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not kernel_events:  # a system without inotify: the wait polls instead
+        monkeypatch.setattr(watch, "_inotify_watch", lambda folder, mask: None)
+    letter = folder / "0000000000001-00000000.json"
+    letter.write_bytes(b"{}")
+    started = threading.Event()
+    outcome: list[bool] = []
+
+    def wait() -> None:
+        started.set()
+        outcome.append(watch.wait_gone(letter, NEVER_S))
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    started.wait(JOIN_S)
+    os.unlink(letter)
+    waiter.join(JOIN_S)
+    assert not waiter.is_alive()
+    assert outcome == [True]
+
+
+def test_wait_gone_reports_a_letter_that_stays(folder: Path) -> None:
+    letter = folder / "0000000000001-00000000.json"
+    letter.write_bytes(b"{}")
+    assert watch.wait_gone(letter, 0.05) is False
+    assert watch.wait_gone(folder / "never-there.json", NEVER_S) is True

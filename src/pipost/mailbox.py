@@ -19,12 +19,11 @@ import contextlib
 import errno
 import os
 import stat
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipost import files
+from pipost import files, watch
 from pipost.address import is_address
 from pipost.message import LETTER_READ_LIMIT, SUFFIX, Message, Rejected, encode, parse
 
@@ -107,15 +106,10 @@ def deposit(root: Path, address: str, message: Message, *, durable: bool = True)
     raise OSError(errno.EAGAIN, "mailbox folder kept vanishing", str(folder))
 
 
-def wait_consumed(letter: Path, timeout: float, interval: float = 0.01) -> bool:
-    """True once ``letter`` is gone (the receiver's receipt), False at the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if not letter.exists():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
+def wait_consumed(letter: Path, timeout: float) -> bool:
+    """True once ``letter`` is gone (the receiver's receipt), False at the timeout;
+    woken by the unlink itself where the kernel can tell."""
+    return watch.wait_gone(letter, timeout)
 
 
 @dataclass(frozen=True)

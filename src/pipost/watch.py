@@ -12,11 +12,16 @@ import ctypes.util
 import os
 import select
 import sys
+import time
 from pathlib import Path
 
-# inotify(7): a file was renamed into the folder, or finished being written.
+# inotify(7) events: a file was renamed into the folder or finished being
+# written (new mail); a file was removed or renamed away (a receipt).
 _IN_MOVED_TO = 0x00000080
 _IN_CLOSE_WRITE = 0x00000008
+_IN_DELETE = 0x00000200
+_IN_MOVED_FROM = 0x00000040
+_IN_DELETE_SELF = 0x00000400
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
 
@@ -29,7 +34,9 @@ class FolderWatch:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
-        self._inotify = _inotify_watch(folder) if kernel_events else None
+        self._inotify = (
+            _inotify_watch(folder, _IN_MOVED_TO | _IN_CLOSE_WRITE) if kernel_events else None
+        )
 
     @property
     def uses_kernel_events(self) -> bool:
@@ -61,14 +68,38 @@ def _drain(fd: int) -> None:
             pass
 
 
-def _inotify_watch(folder: Path) -> int | None:
+def wait_gone(path: Path, timeout: float, interval: float = 0.01) -> bool:
+    """True as soon as ``path`` no longer exists, False at the timeout. Woken by the
+    kernel when the file is removed; polls every ``interval`` where it cannot be."""
+    deadline = time.monotonic() + timeout
+    watch = _inotify_watch(path.parent, _IN_DELETE | _IN_MOVED_FROM | _IN_DELETE_SELF)
+    try:
+        while True:
+            # Checked after the watch is in place, so a removal cannot slip between.
+            if not os.path.lexists(path):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if watch is None:
+                time.sleep(min(interval, remaining))
+                continue
+            ready, _, _ = select.select([watch], [], [], remaining)
+            if ready:
+                _drain(watch)
+    finally:
+        if watch is not None:
+            os.close(watch)
+
+
+def _inotify_watch(folder: Path, mask: int) -> int | None:
     if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
     if fd < 0:
         return None
-    if libc.inotify_add_watch(fd, os.fsencode(folder), _IN_MOVED_TO | _IN_CLOSE_WRITE) < 0:
+    if libc.inotify_add_watch(fd, os.fsencode(folder), mask) < 0:
         os.close(fd)
         return None
     return fd
