@@ -1,0 +1,580 @@
+"""Deliberate faults, each switched on alone, each run against the tests that should
+catch it (``nox -s mutants``).
+
+A fault is a textual edit of src/pipost: the exact ``old`` text (which must occur
+exactly once) and what replaces it. For each fault the sources, tests and features
+are copied to a scratch folder, the edit is applied there, and the fault's selection
+(pytest node ids or paths, behave feature files) runs with the copy's src first on
+PYTHONPATH, so that the editable install of the real sources cannot shadow it (this
+is checked before every run). Killed means a selected test failed (or the run hung
+past the timeout); survived means every selected test passed, which is a test
+missing; any other exit (tests that could not be collected) judges nothing and
+counts as a failure. The selections are first run on an unedited copy: a fault
+"killed" by a test that fails anyway would prove nothing.
+
+Usage: python tools/mutants.py [FAULT ...] [--timeout SECONDS]
+Exits 0 when every fault was killed, 1 when one survived or could not be judged,
+2 when the table itself no longer matches the sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = Path("src") / "pipost"
+COPIED = ("src", "tests", "features", "pyproject.toml")
+DEFAULT_TIMEOUT_S = 240.0
+OUTPUT_TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class Edit:
+    file: str
+    """A module file under src/pipost."""
+    old: str
+    """Exact text that must occur exactly once in the file."""
+    new: str
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    edits: tuple[Edit, ...]
+    selection: tuple[str, ...]
+    """Pytest node ids or paths; behave feature files, or ``file.feature:line`` for one
+    scenario. Pytest runs first and stops at the first failure."""
+
+    @property
+    def files(self) -> str:
+        return ", ".join(dict.fromkeys(edit.file for edit in self.edits))
+
+
+def _one(file: str, old: str, new: str) -> tuple[Edit, ...]:
+    return (Edit(file, old, new),)
+
+
+HOST_TESTS = "tests/test_host.py"
+MAILBOX_TESTS = "tests/test_mailbox.py"
+REGISTRY_TESTS = "tests/test_registry.py"
+SET_ASIDE_OUTLINE = "features/bad_input.feature:58"
+"""The outline "a letter with <field> set to <value> is set aside, and the mail behind
+it flows": a bad letter of each kind, kept byte for byte outside the mailboxes."""
+
+FAULTS: tuple[Fault, ...] = (
+    Fault(
+        "unlink before context entry",
+        _one(
+            "host.py",
+            "        delivery = Delivery(message, format.frame(message), "
+            "WAKES[(self.resume, at_startup)])\n",
+            "        delivery = Delivery(message, format.frame(message), "
+            "WAKES[(self.resume, at_startup)])\n"
+            "        claim.dispose()\n",
+        ),
+        (
+            f"{HOST_TESTS}::test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff",
+            f"{HOST_TESTS}::test_a_raising_context_never_loses_mail",
+            "features/receiving.feature",
+        ),
+    ),
+    Fault(
+        "a shared claim lock",
+        _one("files.py", "fcntl.LOCK_EX | fcntl.LOCK_NB", "fcntl.LOCK_SH | fcntl.LOCK_NB"),
+        (
+            "tests/test_files.py::test_try_lock_file_is_exclusive_while_held",
+            f"{MAILBOX_TESTS}::test_a_claim_is_exclusive_until_disposed",
+            f"{HOST_TESTS}::test_two_receivers_on_one_address_enter_every_letter_exactly_once",
+        ),
+    ),
+    Fault(
+        "a claim without a lock",
+        _one(
+            "files.py",
+            "        try:\n"
+            "            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "        except BlockingIOError:\n"
+            "            os.close(fd)\n"
+            "            return None\n",
+            "",
+        ),
+        (
+            f"{MAILBOX_TESTS}::test_a_claim_is_exclusive_until_disposed",
+            f"{HOST_TESTS}::test_two_receivers_on_one_address_enter_every_letter_exactly_once",
+        ),
+    ),
+    Fault(
+        "count-then-write backlog",
+        _one(
+            "mailbox.py",
+            '        files.ensure_dirs(root, "inbox", address)\n'
+            "        try:\n"
+            "            with files.locked_dir(folder):\n"
+            "                queued = count(root, address)\n",
+            '        files.ensure_dirs(root, "inbox", address)\n'
+            "        queued = count(root, address)  # taken before the lock\n"
+            "        try:\n"
+            "            with files.locked_dir(folder):\n",
+        ),
+        (f"{MAILBOX_TESTS}::test_racing_sender_processes_never_overfill_a_mailbox",),
+    ),
+    Fault(
+        "a sweep that deletes a non-empty mailbox",
+        (
+            Edit("registry.py", "import secrets\n", "import secrets\nimport shutil\n"),
+            Edit(
+                "registry.py",
+                "            if mailbox_is_sweepable(address in recorded, entries) "
+                "and files.remove_empty_dir(\n"
+                "                folder\n"
+                "            ):\n",
+                "            if mailbox_is_sweepable(address in recorded, 0):\n"
+                "                shutil.rmtree(folder)\n",
+            ),
+        ),
+        (
+            f"{REGISTRY_TESTS}::test_a_mailbox_with_mail_is_never_removed",
+            "features/sweeps.feature",
+        ),
+    ),
+    Fault(
+        "a sweep that removes the record of a session with mail",
+        _one(
+            "registry.py",
+            " and now - last_seen > SWEEP_AFTER_MS and queued == 0\n",
+            " and now - last_seen > SWEEP_AFTER_MS\n",
+        ),
+        (
+            f"{REGISTRY_TESTS}::test_mail_of_a_session_offline_for_a_year_is_kept_with_its_record",
+            "features/sweeps.feature",
+        ),
+    ),
+    Fault(
+        "a deposit without flush",
+        _one(
+            "mailbox.py",
+            "    data = encode(message)\n    folder = inbox_of(root, address)\n",
+            "    durable = False  # forced: no fsync of the letter, no flush of the folder\n"
+            "    data = encode(message)\n    folder = inbox_of(root, address)\n",
+        ),
+        ("tests/invariants/test_power_loss.py",),
+    ),
+    Fault(
+        "a deposit that never flushes its folder",
+        _one(
+            "mailbox.py",
+            "                if durable:\n                    files.flush_dir(folder)\n",
+            "",
+        ),
+        ("tests/invariants/test_power_loss.py",),
+    ),
+    Fault(
+        "a guard that never drops",
+        _one(
+            "policy.py",
+            "    def judge(self, sender: str, body: str, now: int) -> Verdict:\n",
+            "    def judge(self, sender: str, body: str, now: int) -> Verdict:\n"
+            "        return DELIVER\n",
+        ),
+        (
+            "tests/test_policy.py::test_an_identical_body_within_10_s_is_dropped_and_accepted_after",
+            "tests/test_policy.py::test_the_9th_message_within_30_s_is_dropped",
+            f"{HOST_TESTS}::test_an_identical_body_from_one_sender_within_10_s_is_dropped",
+            "features/receiving.feature",
+        ),
+    ),
+    Fault(
+        "presence ignores the heartbeat",
+        _one(
+            "registry.py",
+            "    return Presence.LIVE if now - record.last_seen <= LIVE_WINDOW_MS "
+            "else Presence.STALLED\n",
+            "    return Presence.LIVE\n",
+        ),
+        (f"{REGISTRY_TESTS}::test_presence", "features/registry_presence.feature"),
+    ),
+    Fault(
+        "presence ignores a recycled pid",
+        _one(
+            "registry.py",
+            "    if record.pid_start and token and token != record.pid_start:\n",
+            "    if False:\n",
+        ),
+        (f"{REGISTRY_TESTS}::test_presence", "features/registry_presence.feature"),
+    ),
+    Fault(
+        "resolution picks the first of several matches",
+        _one(
+            "resolve.py",
+            "    if len(remaining) == 1:\n"
+            "        return Target(remaining[0].address, remaining[0])\n"
+            "    return Refusal(handle, format.ambiguous(handle, remaining))\n",
+            "    return Target(remaining[0].address, remaining[0])\n",
+        ),
+        (
+            "tests/test_resolve.py::test_ambiguity_is_refused_listing_every_candidate",
+            "tests/test_resolve.py::test_resolve_is_total_and_never_picks_among_equals",
+            "features/resolution.feature",
+        ),
+    ),
+    Fault(
+        "a parser that accepts a bad replyTo",
+        _one(
+            "message.py",
+            "    if message.reply_to is not None and not is_address(message.reply_to):\n"
+            '        return "replyTo is not an address"\n',
+            "",
+        ),
+        (
+            "tests/test_message.py::test_parse_rejects",
+            SET_ASIDE_OUTLINE,
+        ),
+    ),
+    Fault(
+        "the cap lets a 51st letter in",
+        _one(
+            "mailbox.py",
+            "                if queued >= CAP:\n",
+            "                if queued > CAP:\n",
+        ),
+        (f"{MAILBOX_TESTS}::test_deposit_refuses_the_51st_letter_and_writes_nothing",),
+    ),
+    Fault(
+        "readers see temporary files",
+        _one(
+            "mailbox.py",
+            '    return name.endswith(SUFFIX) and not name.startswith(".")\n',
+            '    return not name.startswith(".")\n',
+        ),
+        (f"{MAILBOX_TESTS}::test_temporary_and_dot_files_are_invisible_to_readers",),
+    ),
+    Fault(
+        "a deposit replaces a letter with the same id",
+        _one(
+            "mailbox.py",
+            "                if final.exists():\n"
+            "                    raise FileExistsError("
+            'errno.EEXIST, "a letter with this id exists", str(final))\n',
+            "",
+        ),
+        (f"{MAILBOX_TESTS}::test_deposit_never_replaces_a_letter_with_the_same_id",),
+    ),
+    Fault(
+        "a bad letter is destroyed, not set aside",
+        _one(
+            "mailbox.py",
+            "        files.rename(source, folder / kept)\n",
+            "        files.unlink(source)\n",
+        ),
+        (
+            f"{HOST_TESTS}::test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered",
+            SET_ASIDE_OUTLINE,
+        ),
+    ),
+    Fault(
+        "the ledger is ignored after a crash",
+        _one(
+            "host.py",
+            "            elif self.context.holds(content.id):\n",
+            "            elif False:\n",
+        ),
+        (
+            f"{HOST_TESTS}::test_a_context_with_a_ledger_is_not_entered_again_after_a_crash",
+            f"{HOST_TESTS}::test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once",
+        ),
+    ),
+    Fault(
+        "a drop that is not logged",
+        _one(
+            "host.py",
+            '                self._log(claim.name, sender, verdict.reason or "dropped")\n',
+            "",
+        ),
+        (
+            f"{HOST_TESTS}::test_a_refused_letter_is_logged_without_its_body_before_the_unlink",
+            f"{HOST_TESTS}::test_a_duplicate_is_logged_without_its_body_before_the_unlink",
+        ),
+    ),
+    Fault(
+        "shutdown deletes the record",
+        _one(
+            "registry.py",
+            "    write(root, offline)\n    return offline\n",
+            "    files.unlink(record_path(root, record.address))\n    return offline\n",
+        ),
+        (
+            f"{REGISTRY_TESTS}::test_shutdown_keeps_the_record_without_its_pid",
+            f"{HOST_TESTS}::test_start_registers_a_live_record_and_stop_keeps_it_offline",
+        ),
+    ),
+    Fault(
+        "a mailbox path built from an unchecked address",
+        _one(
+            "mailbox.py",
+            "    if not is_address(address):\n"
+            '        raise ValueError(f"not an address: {address!r}")\n'
+            '    return root / "inbox" / address\n',
+            '    return root / "inbox" / address\n',
+        ),
+        (f"{MAILBOX_TESTS}::test_deposit_refuses_an_address_that_is_not_one",),
+    ),
+)
+
+
+# -- applying a fault -------------------------------------------------------------------
+
+
+class TableError(Exception):
+    """The table no longer matches the sources: an ``old`` text is missing or repeated."""
+
+
+def occurrences(edit: Edit, source_root: Path) -> int:
+    return (source_root / PACKAGE / edit.file).read_text(encoding="utf-8").count(edit.old)
+
+
+def check_table(faults: Sequence[Fault], repo: Path) -> None:
+    problems = [
+        f"{fault.name}: old text occurs {found} times in {edit.file}"
+        for fault in faults
+        for edit in fault.edits
+        if (found := occurrences(edit, repo)) != 1
+    ]
+    if problems:
+        raise TableError("\n".join(problems))
+
+
+def missing_tests(fault: Fault, repo: Path) -> list[str]:
+    """Selected test files that do not exist (yet): such a fault cannot be judged."""
+    return [item for item in fault.selection if not (repo / file_of(item)).exists()]
+
+
+def file_of(item: str) -> str:
+    """The file of a pytest node id (``path::test``) or a behave location (``path:line``)."""
+    return re.sub(r":\d+$", "", item.split("::")[0])
+
+
+def is_feature(item: str) -> bool:
+    return file_of(item).endswith(".feature")
+
+
+def copy_repo(repo: Path, target: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache")
+    target.mkdir(parents=True)
+    for name in COPIED:
+        source = repo / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=ignore)
+        else:
+            shutil.copy2(source, target / name)
+
+
+def apply(fault: Fault, copy: Path) -> None:
+    for edit in fault.edits:
+        path = copy / PACKAGE / edit.file
+        text = path.read_text(encoding="utf-8")
+        if text.count(edit.old) != 1:
+            raise TableError(f"{fault.name}: old text is not exactly once in {edit.file}")
+        path.write_text(text.replace(edit.old, edit.new), encoding="utf-8")
+    for edit in fault.edits:  # a fault that does not even compile would be "killed" for nothing
+        path = copy / PACKAGE / edit.file
+        compile(path.read_text(encoding="utf-8"), str(path), "exec")
+
+
+def environment(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(copy / "src")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def check_imported_from(copy: Path, modules: Sequence[str]) -> None:
+    """The editable install must not shadow the copy: ask a fresh interpreter, with
+    the environment the tests get, where each module comes from."""
+    script = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    print(importlib.import_module(name).__file__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *modules],
+        cwd=copy,
+        env=environment(copy),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = (copy / "src").resolve()
+    for module, location in zip(modules, done.stdout.split(), strict=True):
+        if not Path(location).resolve().is_relative_to(expected):
+            raise RuntimeError(f"{module} was imported from {location}, not from {expected}")
+
+
+# -- running a selection ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int | None
+    """None when the run was stopped at the timeout."""
+    output: str
+    seconds: float
+
+
+def commands(selection: Sequence[str]) -> list[list[str]]:
+    """Pytest first (stopping at the first failure), then behave, for what is selected."""
+    tests = [item for item in selection if not is_feature(item)]
+    features = [item for item in selection if is_feature(item)]
+    runs = []
+    if tests:
+        runs.append([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests])
+    if features:
+        runs.append([sys.executable, "-m", "behave", "--format", "progress", "--stop", *features])
+    return runs
+
+
+def run_selection(copy: Path, selection: Sequence[str], timeout_s: float) -> Run:
+    """Run until one command fails; the process group is killed at the timeout, so
+    no listener a test started outlives it."""
+    started = time.monotonic()
+    output = []
+    for command in commands(selection):
+        remaining = timeout_s - (time.monotonic() - started)
+        process = subprocess.Popen(
+            command,
+            cwd=copy,
+            env=environment(copy),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, _ = process.communicate(timeout=max(remaining, 0.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, _ = process.communicate()
+            output.append(out)
+            return Run(None, "".join(output), time.monotonic() - started)
+        output.append(out)
+        if process.returncode != 0:
+            return Run(process.returncode, "".join(output), time.monotonic() - started)
+    return Run(0, "".join(output), time.monotonic() - started)
+
+
+def verdict(run: Run) -> str:
+    """Killed only by failing tests (exit 1 of pytest or behave); a run that could
+    not collect or start its tests judged nothing."""
+    if run.returncode is None:
+        return "killed (timeout)"
+    if run.returncode == 0:
+        return "survived"
+    return "killed" if run.returncode == 1 else f"error (exit {run.returncode})"
+
+
+def modules_of(fault: Fault) -> list[str]:
+    return [f"pipost.{Path(edit.file).stem}" for edit in fault.edits]
+
+
+def judge(fault: Fault, copy: Path, timeout_s: float) -> Run:
+    copy_repo(REPO, copy)
+    try:
+        apply(fault, copy)
+        check_imported_from(copy, modules_of(fault))
+        return run_selection(copy, fault.selection, timeout_s)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def baseline(faults: Sequence[Fault], copy: Path, timeout_s: float) -> Run:
+    """Every selection, once, on the unedited sources: it must pass."""
+    copy_repo(REPO, copy)
+    try:
+        check_imported_from(copy, sorted({m for fault in faults for m in modules_of(fault)}))
+        union = list(dict.fromkeys(item for fault in faults for item in fault.selection))
+        return run_selection(copy, union, timeout_s * 2)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def print_table(rows: Sequence[tuple[str, str, str, str, str]]) -> None:
+    header = ("fault", "file", "selection", "result", "seconds")
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    for row in (header, tuple("-" * width for width in widths), *rows):
+        print(" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def short(item: str) -> str:
+    """A selection item without the common prefixes, to keep the table readable."""
+    return item.removeprefix("tests/").removeprefix("features/")
+
+
+def tail(output: str) -> str:
+    return "\n".join(output.rstrip().splitlines()[-OUTPUT_TAIL_LINES:])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the deliberate faults against the tests.")
+    parser.add_argument("faults", nargs="*", help="names of faults to run (default: all)")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per fault"
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.faults) - {fault.name for fault in FAULTS}
+    if unknown:
+        parser.error(f"no such fault: {', '.join(sorted(unknown))}")
+    chosen = [fault for fault in FAULTS if not args.faults or fault.name in args.faults]
+    try:
+        check_table(chosen, REPO)
+    except TableError as error:
+        print(f"the fault table no longer matches the sources:\n{error}", file=sys.stderr)
+        return 2
+    judgeable = [fault for fault in chosen if not missing_tests(fault, REPO)]
+
+    started = time.monotonic()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="pipost-mutants-") as scratch_name:
+        scratch = Path(scratch_name)
+        unedited = baseline(judgeable, scratch / "baseline", args.timeout)
+        if unedited.returncode != 0:
+            print(tail(unedited.output), file=sys.stderr)
+            print("the selections fail without any fault: fix the suite first", file=sys.stderr)
+            return 1
+        print(f"baseline: every selection passes unedited ({unedited.seconds:.1f} s)", flush=True)
+        for number, fault in enumerate(chosen):
+            missing = missing_tests(fault, REPO)
+            if missing:
+                result, seconds = f"not judged: no {', '.join(missing)}", 0.0
+            else:
+                run = judge(fault, scratch / f"fault-{number:02d}", args.timeout)
+                result, seconds = verdict(run), run.seconds
+                if not result.startswith("killed"):
+                    print(f"--- {result}: {fault.name}\n{tail(run.output)}", flush=True)
+            print(f"{result}: {fault.name} ({seconds:.1f} s)", flush=True)
+            selection = ", ".join(short(item) for item in fault.selection)
+            rows.append((fault.name, fault.files, selection, result, f"{seconds:.1f}"))
+    print()
+    print_table(rows)
+    not_killed = [row[0] for row in rows if not row[3].startswith("killed")]
+    elapsed = time.monotonic() - started
+    print(f"\n{len(rows) - len(not_killed)} of {len(rows)} faults killed in {elapsed:.0f} s")
+    if not_killed:
+        print(f"not killed (a test is missing or could not run): {', '.join(not_killed)}")
+    return 1 if not_killed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
