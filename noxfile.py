@@ -82,3 +82,21 @@ def bench(session: nox.Session) -> None:
     """Benchmarks, each reported as a ratio to a baseline measured in the same run."""
     _install(session)
     session.run("python", "benchmarks/receive_latency.py", *session.posargs)
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Deliberate faults, each switched on alone against the tests that should catch it;
+    fails if one survives. Extra args name the faults to run (default: all)."""
+    _install(session)
+    session.run("python", "tools/mutants.py", *session.posargs)
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The specification against an implementation, with an INV matrix (SPEC 11):
+    nox -s conformance -- --impl "pi-post driver" --report matrix.md
+    nox -s conformance -- --cli "node bin/pi-post.mjs" --report matrix.html
+    (docs/conformance.md; python tools/conformance.py --help lists the options)."""
+    _install(session)
+    session.run("python", "tools/conformance.py", *session.posargs)

@@ -61,7 +61,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
     When "bob" takes the next message
     Then "bob" receives "after the bad one"
     And the bad letter was set aside, the reason mentioning "<mentioning>"
-    And the bad letter is kept byte for byte outside the mailboxes
+    And the bad letter is kept outside the mailboxes, whole or its head when oversize
     And the mailbox of "bob" holds 0 messages
 
     Examples: wrong version, bad field types, bad addresses, an id that is not its file name
@@ -86,7 +86,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
     When "bob" takes the next message
     Then "bob" receives "after the bad one"
     And the bad letter was set aside, the reason mentioning "<mentioning>"
-    And the bad letter is kept byte for byte outside the mailboxes
+    And the bad letter is kept outside the mailboxes, whole or its head when oversize
 
     Examples:
       | damage                              | mentioning |

@@ -14,13 +14,14 @@ import os
 import re
 import stat
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from behave.matchers import use_step_matcher
 from behave.runner import Context
 
-from pipost.driver import Driver, InProcessDriver, Json, Result
+from pipost.driver import Driver, Json, Result
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "interop"
 QUOTED = r'"([^"]*)"'
@@ -144,11 +145,11 @@ def session_id_for(label: str) -> str:
 
 
 class World:
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, scratch: Path, open_driver: Callable[[Path, str], Driver]) -> None:
         self.scratch = scratch
         self.root = scratch / "post"
         self.home = str(scratch / "home")
-        self.driver: Driver = InProcessDriver(self.root, home=self.home)
+        self.driver: Driver = open_driver(self.root, self.home)
         self.sessions: dict[str, Session] = {}
         self.first_address: dict[str, str] = {}
         self.cwd = "/home/dev/tester"
@@ -271,9 +272,9 @@ class World:
 
 def world(context: Context) -> World:
     """The scenario's world, made on first use inside the scratch folder that
-    environment.py gave the scenario."""
+    environment.py gave the scenario, over the implementation it chose."""
     if "world" not in context:
-        context.world = World(context.scratch)
+        context.world = World(context.scratch, context.implementation.open_driver)
     found = context.world
     assert isinstance(found, World)
     return found

@@ -107,6 +107,21 @@ Show the letters receiving sessions set aside because they were not messages
 (malformed, oversize, a symlink...), with the reason, oldest first per address.
 They stay under quarantine/ in $PI_POST_DIR, at most 20 per address.
 """,
+    "driver": """\
+usage: pi-post driver
+
+Serve the conformance driver protocol on standard input and output, one JSON
+object per line (docs/conformance.md): the operations the features and state
+machines use, over pipost. nox -s conformance -- --impl "pi-post driver" runs
+the suite through it; a port ships the same thin shim over its own library.
+""",
+    "contract": """\
+usage: pi-post contract
+
+Print the message schema version and the fingerprint of the wire contract
+(message schema, record fields, address rule and vectors, file naming), and
+whether it matches the pin of that version; exit 1, saying what changed, if not.
+""",
     "sweep": """\
 usage: pi-post sweep
 
@@ -118,7 +133,7 @@ empty, and empty mailbox folders that no record names. Mail is never removed.
 OVERVIEW = (
     USAGE
     + """       pi-post listen --session-id <id> [--transcript <file> | --exec <command>]
-       pi-post log | quarantine | sweep | demo | help [<command>]
+       pi-post log | quarantine | sweep | demo | driver | contract | help [<command>]
 
 pi-post passes text between agent sessions on one machine through files under
 $PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
@@ -428,6 +443,28 @@ def cmd_demo(args: Sequence[str], ctx: Context) -> int:
     return demo.run(ctx.say)
 
 
+def cmd_driver(args: Sequence[str], ctx: Context) -> int:
+    _options(args, "driver", positional_allowed=False)
+    from pipost import driver
+
+    driver.serve(ctx.stdin, ctx.stdout)
+    return 0
+
+
+def cmd_contract(args: Sequence[str], ctx: Context) -> int:
+    _options(args, "contract", positional_allowed=False)
+    from pipost import contract
+
+    version, parts = contract.current_version(), contract.parts()
+    ctx.say(f"message schema v{version}")
+    ctx.say(f"fingerprint {contract.fingerprint(parts)}")
+    problems = contract.check(version, parts, contract.load_pins())
+    if problems:
+        raise Refused("\n".join(problems))
+    ctx.say(f"matches the pin of v{version}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "send": cmd_send,
     "list": cmd_list,
@@ -439,6 +476,8 @@ COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "log": cmd_log,
     "quarantine": cmd_quarantine,
     "demo": cmd_demo,
+    "driver": cmd_driver,
+    "contract": cmd_contract,
 }
 
 

@@ -16,24 +16,36 @@ Messages and records appear in results in their wire form (SPEC 1.2, 1.3).
 :class:`InProcessDriver` runs pipost over one root folder with an injected clock
 (ms) and a fake process table, both moved by operations, so presence, ages and
 sweeps are decided by the scenario and not by the machine.
+
+The JSON-lines transport (docs/conformance.md): :func:`serve` answers requests on
+a pair of streams (``pi-post driver`` serves pipost this way; a port's shim does
+the same over its own library), and :class:`SubprocessDriver` is the client the
+suite uses to drive such a command. :func:`open_driver` picks one or the other.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import binascii
 import inspect
 import itertools
+import json
 import os
+import selectors
+import shlex
+import subprocess
+import time
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, TypeAlias, Union
+from typing import Protocol, TextIO, TypeAlias, Union
 
-from pipost import format, mailbox, message, registry
+from pipost import droplog, format, host, mailbox, message, registry
 from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected, Sender
+from pipost.policy import inbound_mode
 from pipost.post import Post, Refused
 from pipost.registry import Record
 from pipost.resolve import Caller, Candidate
@@ -47,6 +59,11 @@ DEFAULT_NOW = 1_796_078_534_257
 
 class DriverError(Exception):
     """The interface was misused: an unknown operation or bad arguments."""
+
+
+class TransportError(DriverError):
+    """The implementation behind a subprocess transport did not answer as the
+    protocol says: it exited, hung, or wrote something that is not a response."""
 
 
 class Driver(Protocol):
@@ -97,6 +114,7 @@ class InProcessDriver:
         self.processes = FakeProcessTable()
         self.post = Post(root, clock=lambda: self.now, processes=self.processes)
         self.post.receipt_wait = receipt_wait
+        self._receivers: dict[str, tuple[host.Host, RecordingContext]] = {}
         self._operations: dict[str, Callable[..., Result]] = {
             name.removeprefix("op_"): getattr(self, name)
             for name in sorted(dir(self))
@@ -287,6 +305,43 @@ class InProcessDriver:
             return {"message": message.to_json(claim.content), "set_aside": set_aside}
         return {"message": None, "set_aside": set_aside}
 
+    def op_deliver(self, session_id: str, fail: int = 0, inbound: str = "accept") -> Result:
+        """The receiving session of ``session_id`` takes its mail once, as a session
+        does: oldest first, through the inbound mode (``PI_POST_INBOUND``: accept,
+        ask with no one to ask, refuse; anything else accepts) and the loop guard,
+        into a context that refuses its first ``fail`` entries of this call.
+
+        The session lives from its first ``deliver`` to the next ``open``: its loop
+        guard and what its context holds carry over between calls. A letter whose
+        entry failed may wait for a retry delay before it is tried again.
+        Result: ``{"entered": [{"message", "text", "on_disk"}, ...], "dropped":
+        [{"name", "reason"}, ...], "set_aside": [{"name", "reason"}, ...]}`` —
+        ``text`` is what the model reads (SPEC 7), ``on_disk`` whether the letter was
+        still in the mailbox when its text entered; ``dropped`` holds messages let go
+        by the mode or the guard, ``set_aside`` letters that were not messages."""
+        receiver, context = self._receiver(session_id)
+        receiver.inbound = inbound_mode(inbound)
+        address = receiver.address
+        waiting = {letter.name: letter.content for letter in self.post.peek(address)}
+        context.begin(fail)
+        receiver.drain()
+        gone = set(waiting) - set(mailbox.letter_names(self.root, address))
+        gone -= set(context.entered_names)
+        reasons = {d.letter: d.reason for d in droplog.read(self.root) if d.address == address}
+        dropped: list[Json] = []
+        set_aside: list[Json] = []
+        for name in sorted(gone):
+            content = waiting[name]
+            if isinstance(content, Rejected):
+                set_aside.append({"name": name, "reason": reasons.get(name, content.reason)})
+            else:
+                dropped.append({"name": name, "reason": reasons.get(name, "")})
+        return {
+            "entered": list[Json](context.entries),
+            "dropped": dropped,
+            "set_aside": set_aside,
+        }
+
     # -- tidying ------------------------------------------------------------------------
 
     def op_sweep(self) -> Result:
@@ -327,6 +382,21 @@ class InProcessDriver:
 
     # -- helpers ------------------------------------------------------------------------
 
+    def _receiver(self, session_id: str) -> tuple[host.Host, RecordingContext]:
+        if session_id not in self._receivers:
+            address = address_of(session_id)
+            record = registry.read(self.root, address)
+            context = RecordingContext(mailbox.inbox_of(self.root, address))
+            receiver = host.Host(
+                self.post,
+                session_id,
+                record.cwd if record is not None else "/",
+                context,
+                kernel_events=False,
+            )
+            self._receivers[session_id] = (receiver, context)
+        return self._receivers[session_id]
+
     def _record_of(self, session_id: str) -> Record:
         record = registry.read(self.root, address_of(session_id))
         if record is None:
@@ -353,6 +423,223 @@ class InProcessDriver:
             "presence": candidate.presence.value,
             "queued": candidate.queued,
         }
+
+
+class RecordingContext:
+    """The context of a receiving session the suite drives: it keeps what entered
+    (a ledger, as a transcript is) and can be told to refuse its next entries."""
+
+    def __init__(self, inbox: Path) -> None:
+        self.inbox = inbox
+        self.entries: list[Result] = []
+        self.entered_names: list[str] = []
+        self._held: set[str] = set()
+        self._failures_left = 0
+
+    def begin(self, failures: int) -> None:
+        self.entries = []
+        self.entered_names = []
+        self._failures_left = failures
+
+    def holds(self, message_id: str) -> bool | None:
+        return message_id in self._held
+
+    def enter(self, delivery: host.Delivery) -> bool:
+        if self._failures_left > 0:
+            self._failures_left -= 1
+            return False
+        letter = delivery.message.file_name
+        on_disk = (self.inbox / letter).exists()
+        self.entries.append(
+            {
+                "message": message.to_json(delivery.message),
+                "text": delivery.text,
+                "on_disk": on_disk,
+            }
+        )
+        self.entered_names.append(letter)
+        self._held.add(delivery.message.id)
+        return True
+
+
+# -- the JSON-lines transport (SPEC 11; docs/conformance.md) ------------------------------
+
+Opener: TypeAlias = Callable[[Path, str, int], Driver]
+"""Makes a fresh world: (root, home, now) → a driver over it."""
+
+
+def open_pipost(root: Path, home: str, now: int) -> Driver:
+    return InProcessDriver(root, home=home, now=now)
+
+
+def serve(stdin: TextIO, stdout: TextIO, opener: Opener = open_pipost) -> None:
+    """Answer requests, one JSON object per line, until ``stdin`` ends.
+
+    A request is ``{"id": any, "op": name, "args": {...}}``; the answer, on one line
+    and in order, is ``{"id": same, "result": {...}}`` or, for a misuse of the
+    interface, ``{"id": same, "error": text}``. ``open`` (``root``, ``home``,
+    ``now``) starts a fresh world and must come before any other operation."""
+    driver: Driver | None = None
+    for line in stdin:
+        if not line.strip():
+            continue
+        request_id: Json = None
+        try:
+            try:
+                request = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DriverError(f"not a JSON line: {error}") from None
+            if not isinstance(request, dict):
+                raise DriverError("a request is a JSON object")
+            request_id = request.get("id")
+            op, args = request.get("op"), request.get("args", {})
+            if not isinstance(op, str) or not isinstance(args, dict):
+                raise DriverError("a request has an op (a string) and args (an object)")
+            if op == "open":
+                driver = opener(*_open_arguments(args))
+                answer: dict[str, Json] = {"id": request_id, "result": {"root": args["root"]}}
+            elif driver is None:
+                raise DriverError(f"{op} before open: open a world first")
+            else:
+                answer = {"id": request_id, "result": driver.call(op, **args)}
+        except DriverError as error:
+            answer = {"id": request_id, "error": str(error)}
+        # ASCII escapes carry lone surrogates (undecodable text) intact.
+        stdout.write(json.dumps(answer) + "\n")
+        stdout.flush()
+
+
+def _open_arguments(args: dict[str, Json]) -> tuple[Path, str, int]:
+    root, home, now = args.get("root"), args.get("home"), args.get("now", DEFAULT_NOW)
+    unknown = set(args) - {"root", "home", "now"}
+    if unknown:
+        raise DriverError(f"open: unknown arguments {sorted(unknown)}")
+    if not isinstance(root, str) or not os.path.isabs(root):
+        raise DriverError("open: root must be an absolute path")
+    if not isinstance(home, str):
+        raise DriverError("open: home must be a string")
+    if not isinstance(now, int) or isinstance(now, bool):
+        raise DriverError("open: now must be an integer (ms)")
+    return Path(root), home, now
+
+
+class SubprocessDriver:
+    """A driver whose operations run in another process: ``command`` (a shell-style
+    string or an argv) speaks the JSON-lines protocol of :func:`serve` on its
+    standard input and output. Its standard error passes through.
+
+    ``open`` starts the process when it is not running (again, after a crash), so a
+    scenario that kills an implementation does not take the next one down."""
+
+    def __init__(self, command: str | Sequence[str], *, timeout_s: float = 60.0) -> None:
+        self.argv = shlex.split(command) if isinstance(command, str) else list(command)
+        self.timeout_s = timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
+        self._requests = itertools.count(1)
+
+    def open(self, root: Path, *, home: str, now: int = DEFAULT_NOW) -> None:
+        """A fresh world over ``root``: no sessions, the clock at ``now``."""
+        if self._process is None or self._process.poll() is not None:
+            self._start()
+        self.call("open", root=str(root), home=home, now=now)
+
+    def call(self, op: str, **args: Json) -> Result:
+        process = self._process
+        if process is None or process.stdin is None:
+            raise TransportError(f"{op} before open: the implementation is not running")
+        request_id = next(self._requests)
+        line = json.dumps({"id": request_id, "op": op, "args": args}) + "\n"
+        try:
+            process.stdin.write(line.encode("ascii"))
+            process.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise TransportError(self._gone(f"{op}: the implementation stopped reading")) from None
+        answer = self._answer(op)
+        if answer.get("id") != request_id:
+            raise TransportError(f"{op}: the answer is for request {answer.get('id')!r}")
+        if "error" in answer:
+            raise DriverError(str(answer["error"]))
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise TransportError(f"{op}: the answer has no result object: {answer!r}")
+        return result
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+    def _start(self) -> None:
+        self.close()
+        self._buffer = b""
+        try:
+            self._process = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+            )
+        except OSError as error:
+            raise TransportError(f"cannot run {shlex.join(self.argv)}: {error}") from None
+
+    def _answer(self, op: str) -> dict[str, Json]:
+        line = self._read_line(op)
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise TransportError(f"{op}: not a JSON line: {line[:200]!r}") from None
+        if not isinstance(answer, dict):
+            raise TransportError(f"{op}: the answer is not an object: {line[:200]!r}")
+        return answer
+
+    def _read_line(self, op: str) -> bytes:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        deadline = time.monotonic() + self.timeout_s
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise TransportError(f"{op}: no answer within {self.timeout_s:g} s")
+                chunk = os.read(process.stdout.fileno(), 65536)
+                if not chunk:
+                    raise TransportError(self._gone(f"{op}: the implementation closed its output"))
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _gone(self, what: str) -> str:
+        assert self._process is not None
+        try:
+            status = self._process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return what
+        return f"{what} (it exited with status {status})"
+
+
+_SHARED: dict[str, SubprocessDriver] = {}
+
+
+def open_driver(root: Path, *, home: str, command: str | None = None) -> Driver:
+    """A driver over a fresh world at ``root``: pipost in this process, or, with
+    ``command``, the implementation that command runs (one process per command,
+    reused by later calls and closed when Python exits)."""
+    if not command:
+        return InProcessDriver(root, home=home)
+    if command not in _SHARED:
+        _SHARED[command] = SubprocessDriver(command)
+        atexit.register(_SHARED[command].close)
+    driver = _SHARED[command]
+    driver.open(root, home=home)
+    return driver
 
 
 def _address(text: str) -> str:

@@ -73,9 +73,11 @@ def ensure_dir(path: Path) -> None:
     folder that is not private."""
     try:
         os.mkdir(path, DIR_MODE)
-        return
     except FileExistsError:
         pass
+    else:
+        flush_dir(path.parent)  # the new folder is a name in its parent: make it survive power loss
+        return
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePath(errno.ENOTDIR, "not a folder (a symlink is never followed)", str(path))

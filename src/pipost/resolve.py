@@ -78,7 +78,11 @@ def resolve(handle: str, directory: Directory, caller: Caller) -> Target | Refus
         return _by_address(handle, directory)
     candidates = directory.candidates()
     if kind is HandleKind.PATH:
-        path = caller.canonical(expand_path(handle, caller.cwd, caller.home))
+        path = expand_path(handle, caller.cwd, caller.home)
+        try:
+            path = caller.canonical(path)
+        except ValueError:  # a NUL or an unpaired surrogate: no folder has such a name
+            return Refusal(handle, format.no_session_in(path, _reachable(candidates)))
         matches = [c for c in candidates if c.record.cwd == path]
         if not matches:
             return Refusal(handle, format.no_session_in(path, _reachable(candidates)))

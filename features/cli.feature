@@ -1,0 +1,91 @@
+@cli
+Feature: The command line as SPEC 8 has it, run as a separate process
+  These scenarios run a pi-post command line — pipost's own, or, with
+  `nox -s conformance -- --cli "<command>"`, any command compatible with the
+  pi-post 0.7 CLI — against a post office laid out by hand, and read the files
+  it writes. Sessions are offline, so that no send waits for a receipt.
+
+  Background:
+    Given a session "dashboard" with id "019a3f30-1111-7222-8333-444455556666" in "{scratch}/old", offline
+    And a session "cache" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e02" named by default, in "{scratch}/cache-fix", offline
+    And I work in "{scratch}/gtm"
+
+  @INV-21 @INV-13
+  Scenario: a send to a name writes one v1 letter named after its id, and prints queued
+    When at the shell I run pi-post send --to dashboard --body "main moved; rebase before you push"
+    Then it succeeds, printing "queued {dashboard.address} <id>"
+    And the mailbox of "dashboard" holds just that letter, in a file 0600 named after its id
+    And that letter is a v1 message from the process "process:gtm" in "{scratch}/gtm", with no reply address
+    And the body of that letter is "main moved; rebase before you push"
+
+  @INV-21
+  Scenario: the body comes from standard input, the sender's name from --from
+    When at the shell I run pi-post send --to cache-fix --from golem:gtmeng-2573 with "gate green\n" on standard input
+    Then it succeeds, printing "queued {cache.address} <id>"
+    And that letter is a v1 message from the process "golem:gtmeng-2573" in "{scratch}/gtm", with no reply address
+    And the body of that letter is "gate green\n"
+
+  @INV-21
+  Scenario: a letter pi-post 0.7 wrote is shown by peek and left where it is
+    Given the mailbox of "dashboard" holds the letter pi-post 0.7 wrote, "1796078534364-bb43be6c.json"
+    When at the shell I run pi-post peek dashboard
+    Then it succeeds, printing "2026-11-30T22:42:14.364Z process:gtm: main moved; rebase before you push"
+    And the command wrote nothing
+
+  @INV-13
+  Scenario Outline: resolve finds a session by its <kind>
+    When at the shell I run pi-post resolve <handle>
+    Then it succeeds, printing a card with "address:  {<session>.address}"
+
+    Examples:
+      | kind                 | handle                               | session   |
+      | address              | {dashboard.address}                  | dashboard |
+      | name                 | dashboard                            | dashboard |
+      | default name         | cache-fix-d510                       | cache     |
+      | directory's basename | cache-fix                            | cache     |
+      | absolute path        | {scratch}/old                        | dashboard |
+      | relative path        | ../old                               | dashboard |
+      | session id           | 019a3f30-1111-7222-8333-444455556666 | dashboard |
+      | session id prefix    | 019a3f30                             | dashboard |
+
+  @INV-12
+  Scenario: an unknown target fails the whole send, and nothing is written
+    When at the shell I run pi-post send --to cache-fix --to nobody --body "x"
+    Then it fails, saying "nobody"
+    And the command wrote nothing
+
+  @INV-12
+  Scenario: a directory with two sessions is refused, every candidate listed
+    Given a session "twin-a" with id "019a3f32-0000-7000-8000-00000000000a" in "{scratch}/shared", offline
+    And a session "twin-b" with id "019a3f32-0000-7000-8000-00000000000b" in "{scratch}/shared", offline
+    When at the shell I run pi-post send --to {scratch}/shared --body "x"
+    Then it fails, saying "twin-a ({twin-a.address})" and "twin-b ({twin-b.address})"
+    And the command wrote nothing
+
+  @INV-12
+  Scenario: more than eight targets are refused
+    When at the shell I run pi-post send --to dashboard --to dashboard --to dashboard --to dashboard --to dashboard --to dashboard --to dashboard --to dashboard --to dashboard --body "x"
+    Then it fails, saying "9" and "8"
+    And the command wrote nothing
+
+  @INV-09
+  Scenario: a body over the cap is refused, naming its size and the cap
+    When at the shell I send a body of 32769 "x" characters to "dashboard"
+    Then it fails, saying "32769" and "32768"
+    And the command wrote nothing
+
+  @INV-09 @INV-21
+  Scenario: a body of exactly 32768 bytes in two-byte characters is sent whole
+    When at the shell I send a body of 16384 "é" characters to "dashboard"
+    Then it succeeds, printing "queued {dashboard.address} <id>"
+    And the body of that letter is 16384 "é" characters
+
+  @INV-16
+  Scenario: list and resolve show the queued mail, and change nothing
+    Given at the shell I ran pi-post send --to dashboard --body "for later"
+    When at the shell I run pi-post list --all
+    Then it succeeds, printing a line with "dashboard", "{dashboard.address}" and "1 queued"
+    And the command wrote nothing
+    When at the shell I run pi-post resolve dashboard
+    Then it succeeds, printing a card with "address:  {dashboard.address}"
+    And the command wrote nothing

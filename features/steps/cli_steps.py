@@ -1,0 +1,291 @@
+"""The command line as a separate process (SPEC 8): records laid out by hand as
+pi-post 0.7 writes them, the command run with PI_POST_DIR set, and the files it
+wrote read back. Nothing here goes through the driver, so these steps hold any
+CLI compatible with pi-post 0.7 to the same account (environment.py picks it)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from behave import given, then, when
+from behave.runner import Context
+from feature_world import (
+    FIXTURES,
+    QUOTED,
+    QUOTED_LIST,
+    fingerprint,
+    quoted_items,
+    tree_changes,
+    use_regular_expressions,
+    write_private,
+)
+
+use_regular_expressions()
+
+RUN_TIMEOUT_S = 30.0
+LETTER_ID = r"[0-9]{13}-[0-9a-f]{8}"
+_PLACEHOLDER = re.compile(r"\{scratch\}|\{([\w-]+)\.address\}")
+
+
+def address_of(session_id: str) -> str:
+    """The address rule of SPEC 1.1, stated again so that these steps need nothing
+    of the implementation under test."""
+    return "s-" + hashlib.sha256(b"session\0" + session_id.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Shell:
+    """A user at a shell: where they work, what they ran and what it printed."""
+
+    command: list[str] | None
+    """The command line under test; None: pipost's, run in this process."""
+    scratch: Path
+    addresses: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    ran: Ran | None = None
+    changes: list[str] = field(default_factory=list)
+    letter_id: str | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.scratch / "post"
+
+    def expand(self, text: str) -> str:
+        def substitute(match: re.Match[str]) -> str:
+            if match.group(1) is None:
+                return str(self.scratch)
+            assert match.group(1) in self.addresses, f"no session {match.group(1)!r}"
+            return self.addresses[match.group(1)]
+
+        return _PLACEHOLDER.sub(substitute, text)
+
+    def run(self, args: list[str], stdin: str | None = None) -> Ran:
+        assert self.cwd is not None, "the scenario says nowhere where I work"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+        env.update(PI_POST_DIR=str(self.root), HOME=str(self.scratch / "home"))
+        before = fingerprint(self.root)
+        if self.command is None:
+            self.ran = _run_in_process(args, env, self.cwd, stdin)
+        else:
+            done = subprocess.run(
+                [*self.command, *args],
+                cwd=self.cwd,
+                env=env,
+                input=stdin or "",
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT_S,
+                check=False,
+            )
+            self.ran = Ran(done.returncode, done.stdout, done.stderr)
+        self.changes = tree_changes(before, fingerprint(self.root))
+        return self.ran
+
+    def last(self) -> Ran:
+        assert self.ran is not None, "nothing was run yet"
+        return self.ran
+
+    def letter(self, label: str) -> Path:
+        assert self.letter_id is not None, "no letter was sent yet"
+        return self.root / "inbox" / self.addresses[label] / f"{self.letter_id}.json"
+
+    def sent_letter(self) -> dict[str, object]:
+        assert self.letter_id is not None, "no letter was sent yet"
+        (path,) = self.root.glob(f"inbox/*/{self.letter_id}.json")
+        found = json.loads(path.read_bytes())
+        assert isinstance(found, dict), found
+        return found
+
+
+def _run_in_process(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None) -> Ran:
+    """pipost's command line without a process of its own: the same code as
+    ``python -m pipost``, without the interpreter's start-up on every step."""
+    from pipost import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    context = cli.Context(
+        environ=env, cwd=str(cwd), stdin=io.StringIO(stdin or ""), stdout=out, stderr=err
+    )
+    code = cli.run(args, context)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def shell(context: Context) -> Shell:
+    if "shell" not in context:
+        command = context.implementation.cli
+        context.shell = Shell(None if command is None else list(command), context.scratch)
+    found = context.shell
+    assert isinstance(found, Shell)
+    return found
+
+
+# -- the post office, laid out by hand ---------------------------------------------------
+
+
+def _write_record(context: Context, label: str, session_id: str, cwd: str, name: str) -> None:
+    me = shell(context)
+    folder = Path(me.expand(cwd))
+    folder.mkdir(parents=True, exist_ok=True)
+    address = address_of(session_id)
+    now = int(time.time() * 1000)
+    record = {
+        "v": 1,
+        "address": address,
+        "sessionId": session_id,
+        "name": name.replace("{default}", f"{folder.name}-{address[2:6]}"),
+        "cwd": str(folder),
+        "startedAt": now - 3_600_000,
+        "lastSeen": now - 60_000,
+    }
+    write_private(me.root / "registry" / f"{address}.json", json.dumps(record).encode())
+    me.addresses[label] = address
+
+
+@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED}, offline")
+def offline_session(context: Context, label: str, session_id: str, cwd: str) -> None:
+    _write_record(context, label, session_id, cwd, label)
+
+
+@given(f"a session {QUOTED} with id {QUOTED} named by default, in {QUOTED}, offline")
+def offline_unnamed_session(context: Context, label: str, session_id: str, cwd: str) -> None:
+    _write_record(context, label, session_id, cwd, "{default}")
+
+
+@given(f"I work in {QUOTED}")
+def work_in(context: Context, cwd: str) -> None:
+    me = shell(context)
+    me.cwd = Path(me.expand(cwd))
+    me.cwd.mkdir(parents=True, exist_ok=True)
+
+
+@given(f"the mailbox of {QUOTED} holds the letter pi-post 0.7 wrote, {QUOTED}")
+def reference_letter(context: Context, label: str, name: str) -> None:
+    me = shell(context)
+    address = me.addresses[label]
+    data = (FIXTURES / "messages" / f"{address}--{name}").read_bytes()
+    write_private(me.root / "inbox" / address / name, data)
+
+
+# -- running it ----------------------------------------------------------------------------
+
+
+@when(f"at the shell I run pi-post (.+?)(?: with {QUOTED} on standard input)?")
+def run_pi_post(context: Context, command: str, stdin: str | None = None) -> None:
+    me = shell(context)
+    text = None if stdin is None else stdin.replace("\\n", "\n")
+    me.run(shlex.split(me.expand(command)), stdin=text)
+
+
+@given("at the shell I ran pi-post (.+)")
+def ran_pi_post(context: Context, command: str) -> None:
+    me = shell(context)
+    ran = me.run(shlex.split(me.expand(command)))
+    assert ran.code == 0, ran
+
+
+@when(f"at the shell I send a body of (\\d+) {QUOTED} characters to {QUOTED}")
+def send_long_body(context: Context, count: str, character: str, target: str) -> None:
+    shell(context).run(["send", "--to", target, "--body", character * int(count)])
+
+
+# -- what it printed -------------------------------------------------------------------------
+
+
+@then(f"it succeeds, printing {QUOTED}")
+def succeeds_printing(context: Context, expected: str) -> None:
+    me = shell(context)
+    ran = me.last()
+    assert ran.code == 0, f"exit {ran.code}: {ran.stderr!r}"
+    pattern = re.escape(me.expand(expected)).replace(re.escape("<id>"), f"({LETTER_ID})")
+    found = re.fullmatch(pattern + "\n", ran.stdout)
+    assert found, f"printed {ran.stdout!r}, not {expected!r}"
+    if found.groups():
+        me.letter_id = found.group(1)
+
+
+@then(f"it succeeds, printing a card with {QUOTED}")
+def succeeds_card(context: Context, line: str) -> None:
+    me = shell(context)
+    ran = me.last()
+    assert ran.code == 0, f"exit {ran.code}: {ran.stderr!r}"
+    assert me.expand(line) in ran.stdout.splitlines(), ran.stdout
+
+
+@then(f"it succeeds, printing a line with {QUOTED_LIST}")
+def succeeds_line_with(context: Context, parts: str) -> None:
+    me = shell(context)
+    ran = me.last()
+    assert ran.code == 0, f"exit {ran.code}: {ran.stderr!r}"
+    wanted = [me.expand(part) for part in quoted_items(parts)]
+    lines = [line for line in ran.stdout.splitlines() if all(w in line for w in wanted)]
+    assert lines, f"no line with {wanted} in {ran.stdout!r}"
+
+
+@then(f"it fails, saying {QUOTED_LIST}")
+def fails_saying(context: Context, parts: str) -> None:
+    me = shell(context)
+    ran = me.last()
+    assert ran.code == 1, f"exit {ran.code}, printing {ran.stdout!r}"
+    assert ran.stderr.startswith("pi-post: "), ran.stderr
+    for part in quoted_items(parts):
+        assert me.expand(part) in ran.stderr, f"{part!r} not in {ran.stderr!r}"
+
+
+@then("the command wrote nothing")
+def wrote_nothing(context: Context) -> None:
+    changes = shell(context).changes
+    assert not changes, "\n".join(changes)
+
+
+# -- the files it wrote ----------------------------------------------------------------------
+
+
+@then(f"the mailbox of {QUOTED} holds just that letter, in a file 0600 named after its id")
+def mailbox_holds_letter(context: Context, label: str) -> None:
+    me = shell(context)
+    letter = me.letter(label)
+    assert sorted(os.listdir(letter.parent)) == [letter.name], os.listdir(letter.parent)
+    mode = stat.S_IMODE(os.lstat(letter).st_mode)
+    assert mode == 0o600, oct(mode)
+    assert me.sent_letter()["id"] == me.letter_id
+
+
+@then(f"that letter is a v1 message from the process {QUOTED} in {QUOTED}, with no reply address")
+def letter_from_process(context: Context, name: str, cwd: str) -> None:
+    me = shell(context)
+    letter = me.sent_letter()
+    assert letter["v"] == 1, letter
+    assert letter["from"] == {"kind": "process", "name": name, "cwd": me.expand(cwd)}, letter
+    assert "replyTo" not in letter, letter
+    assert isinstance(me.letter_id, str)
+    assert letter["sentAt"] == int(me.letter_id[:13]), letter
+    assert set(letter) == {"v", "id", "from", "sentAt", "body"}, sorted(letter)
+
+
+@then(f"the body of that letter is {QUOTED}")
+def letter_body(context: Context, body: str) -> None:
+    found = shell(context).sent_letter()["body"]
+    assert found == body.replace("\\n", "\n"), found
+
+
+@then(f"the body of that letter is (\\d+) {QUOTED} characters")
+def letter_long_body(context: Context, count: str, character: str) -> None:
+    found = shell(context).sent_letter()["body"]
+    assert found == character * int(count), f"a body of {len(str(found))} characters"

@@ -1,0 +1,110 @@
+"""A deliberately broken implementation: pipost behind the driver protocol, with
+faults a port could plausibly have, to prove that the conformance kit catches
+them and names the invariant each breaks.
+
+    python tests/conformance/broken_impl.py [--fault NAME ...] [--lacks OP ...]
+
+oversize-body   a send writes a body over the 32 KiB cap instead of refusing it (INV-09)
+unlink-first    the receiving session unlinks each letter before its text enters the
+                context, so a context that fails loses it (INV-05)
+
+With no --fault, both are on. --lacks leaves an operation out of the capabilities
+(and refuses it), as a port that has not written it yet would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from pipost import host, mailbox, message
+from pipost.driver import DriverError, InProcessDriver, Json, RecordingContext, Result, serve
+from pipost.message import Sender
+from pipost.resolve import Caller
+
+FAULTS = ("oversize-body", "unlink-first")
+
+
+class BrokenDriver(InProcessDriver):
+    def __init__(
+        self, root: Path, *, home: str, now: int, faults: frozenset[str], lacks: frozenset[str]
+    ) -> None:
+        super().__init__(root, home=home, now=now)
+        self.faults = faults
+        self.lacks = lacks
+
+    def call(self, op: str, **args: Json) -> Result:
+        if op in self.lacks:
+            raise DriverError(f"unknown operation {op!r} (see capabilities)")
+        return super().call(op, **args)
+
+    def op_capabilities(self) -> Result:
+        offered = super().op_capabilities()["ops"]
+        assert isinstance(offered, list)
+        return {"ops": [op for op in offered if op not in self.lacks]}
+
+    def op_send(
+        self,
+        targets: list[str],
+        body: str,
+        cwd: str,
+        label: str | None = None,
+        session: str | None = None,
+        reply_to: str | None = None,
+        home: str | None = None,
+    ) -> Result:
+        if "oversize-body" not in self.faults or message.body_size(body) <= message.BODY_CAP:
+            return super().op_send(targets, body, cwd, label, session, reply_to, home)
+        caller = Caller(cwd=cwd, home=home or self.home, canonical=os.path.realpath)
+        receipts: list[Json] = []
+        for handle in targets:
+            address = self.post.resolve(handle, caller).address
+            letter = message.Message(
+                message.make_id(self.now),
+                Sender("process", label or "toy", cwd=cwd),
+                self.now,
+                body,
+            )
+            mailbox.deposit(self.root, address, letter)
+            receipts.append({"address": address, "id": letter.id, "delivered": False})
+        return {"receipts": receipts}
+
+    def _receiver(self, session_id: str) -> tuple[host.Host, RecordingContext]:
+        receiver, context = super()._receiver(session_id)
+        if "unlink-first" in self.faults:
+            receiver.context = UnlinkingFirst(context)
+        return receiver, context
+
+
+class UnlinkingFirst:
+    """A receiving session's context that takes each letter off disk first, then
+    enters its text: the unlink is no longer a receipt of anything."""
+
+    def __init__(self, context: RecordingContext) -> None:
+        self.context = context
+
+    def holds(self, message_id: str) -> bool | None:
+        return self.context.holds(message_id)
+
+    def enter(self, delivery: host.Delivery) -> bool:
+        (self.context.inbox / delivery.message.file_name).unlink(missing_ok=True)
+        return self.context.enter(delivery)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--fault", action="append", choices=FAULTS)
+    parser.add_argument("--lacks", action="append", default=[])
+    args = parser.parse_args()
+    faults, lacks = frozenset(args.fault or FAULTS), frozenset(args.lacks)
+
+    def opener(root: Path, home: str, now: int) -> BrokenDriver:
+        return BrokenDriver(root, home=home, now=now, faults=faults, lacks=lacks)
+
+    serve(sys.stdin, sys.stdout, opener)
+
+
+if __name__ == "__main__":
+    main()

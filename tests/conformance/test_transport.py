@@ -1,0 +1,207 @@
+"""The driver over JSON lines (SPEC 11): ``serve`` answers one line per request, in
+order, and ``SubprocessDriver`` gives the same results as pipost in this process,
+and says so plainly when the implementation behind it misbehaves."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipost.driver import (
+    DEFAULT_NOW,
+    DriverError,
+    InProcessDriver,
+    Json,
+    SubprocessDriver,
+    TransportError,
+    serve,
+)
+
+PIPOST_DRIVER = [sys.executable, "-m", "pipost", "driver"]
+
+
+def served(*requests: dict[str, Json] | str) -> list[dict[str, Json]]:
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in requests]
+    out = io.StringIO()
+    serve(io.StringIO("".join(line + "\n" for line in lines)), out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def open_request(root: Path) -> dict[str, Json]:
+    return {"id": "o", "op": "open", "args": {"root": str(root / "post"), "home": str(root)}}
+
+
+def test_serve_answers_each_request_in_order_with_its_id(tmp_path: Path) -> None:
+    answers = served(
+        open_request(tmp_path),
+        {"id": 1, "op": "address_of", "args": {"session_id": "abc"}},
+        {"id": 2, "op": "advance_clock", "args": {"ms": 5}},
+    )
+    assert answers == [
+        {"id": "o", "result": {"root": str(tmp_path / "post")}},
+        {"id": 1, "result": {"address": "s-cb61287a5998"}},
+        {"id": 2, "result": {"now": DEFAULT_NOW + 5}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("request_line", "error"),
+    [
+        ("{not json", "not a JSON line"),
+        ("[1, 2]", "a request is a JSON object"),
+        ('{"id": 3, "op": 7}', "a request has an op"),
+        ('{"id": 3, "op": "no_such_op"}', "unknown operation 'no_such_op'"),
+        ('{"id": 3, "op": "count", "args": {"address": 12}}', "count: address must be"),
+        ('{"id": 3, "op": "count", "args": {}}', "count: missing a required argument"),
+    ],
+)
+def test_a_misuse_gets_an_error_line_and_the_next_request_still_an_answer(
+    tmp_path: Path, request_line: str, error: str
+) -> None:
+    answers = served(
+        open_request(tmp_path),
+        request_line,
+        {"id": 4, "op": "address_of", "args": {"session_id": "abc"}},
+    )
+    assert str(answers[1]["error"]).startswith(error), answers[1]
+    assert answers[2] == {"id": 4, "result": {"address": "s-cb61287a5998"}}
+
+
+def test_nothing_but_open_is_answered_before_open(tmp_path: Path) -> None:
+    answers = served(
+        {"id": 1, "op": "capabilities"},
+        {"id": 2, "op": "open", "args": {"root": "relative/post", "home": str(tmp_path)}},
+    )
+    assert answers == [
+        {"id": 1, "error": "capabilities before open: open a world first"},
+        {"id": 2, "error": "open: root must be an absolute path"},
+    ]
+
+
+def test_each_open_starts_a_fresh_world(tmp_path: Path) -> None:
+    answers = served(
+        open_request(tmp_path),
+        {"id": 1, "op": "register", "args": {"session_id": "abc", "cwd": str(tmp_path)}},
+        {"id": 2, "op": "advance_clock", "args": {"ms": 1000}},
+        {**open_request(tmp_path), "args": {"root": str(tmp_path / "other"), "home": "/"}},
+        {"id": 3, "op": "list"},
+        {"id": 4, "op": "advance_clock", "args": {"ms": 0}},
+    )
+    assert answers[4] == {"id": 3, "result": {"sessions": [], "hidden": 0}}
+    assert answers[5] == {"id": 4, "result": {"now": DEFAULT_NOW}}
+
+
+@pytest.fixture
+def pipost_driver(tmp_path: Path) -> Iterator[SubprocessDriver]:
+    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
+    driver.open(tmp_path / "post", home=str(tmp_path))
+    yield driver
+    driver.close()
+
+
+def test_pi_post_driver_offers_what_pipost_in_process_does(
+    tmp_path: Path, pipost_driver: SubprocessDriver
+) -> None:
+    in_process = InProcessDriver(tmp_path / "in-process", home=str(tmp_path))
+    assert pipost_driver.call("capabilities") == in_process.call("capabilities")
+
+
+def test_a_message_goes_through_pi_post_driver_as_through_pipost_in_process(
+    tmp_path: Path, pipost_driver: SubprocessDriver
+) -> None:
+    in_process = InProcessDriver(tmp_path / "in-process", home=str(tmp_path))
+    entered = []
+    for driver in (pipost_driver, in_process):
+        driver.call("register", session_id="bob", cwd=str(tmp_path), name="bob")
+        refused = driver.call("send", targets=["bob"], body="hé\udcff", cwd="/")
+        assert "body is not valid text" in str(refused["refused"])
+        driver.call("send", targets=["bob"], body="hello, bob", cwd="/")
+        (entry,) = as_list(driver.call("deliver", session_id="bob")["entered"])
+        entered.append(as_dict(entry))
+    through_pipe, in_process_entry = entered
+    assert as_dict(through_pipe["message"])["body"] == "hello, bob"
+    assert through_pipe["on_disk"] is True
+    assert through_pipe["text"] == str(in_process_entry["text"]).replace(
+        as_id(in_process_entry), as_id(through_pipe)
+    )
+
+
+def as_list(value: Json) -> list[Json]:
+    assert isinstance(value, list), value
+    return value
+
+
+def as_dict(value: Json) -> dict[str, Json]:
+    assert isinstance(value, dict), value
+    return value
+
+
+def as_id(entry: dict[str, Json]) -> str:
+    return str(as_dict(entry["message"])["id"])
+
+
+def test_a_misuse_raises_driver_error_and_the_transport_goes_on(
+    pipost_driver: SubprocessDriver,
+) -> None:
+    with pytest.raises(DriverError, match="unknown operation 'fly'"):
+        pipost_driver.call("fly")
+    assert pipost_driver.call("address_of", session_id="abc") == {"address": "s-cb61287a5998"}
+
+
+FAKE = """
+import json, sys
+for n, line in enumerate(sys.stdin):
+    request = json.loads(line)
+    {behaviour}
+"""
+
+
+def fake(behaviour: str) -> list[str]:
+    return [sys.executable, "-c", FAKE.format(behaviour=behaviour)]
+
+
+def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
+    tmp_path: Path,
+) -> None:
+    answer = 'print(json.dumps({"id": request["id"], "result": {}}), flush=True)'
+    driver = SubprocessDriver(fake(f"{answer}\n    if n == 1: sys.exit(3)"), timeout_s=30)
+    try:
+        driver.open(tmp_path, home=str(tmp_path))
+        assert driver.call("list") == {}
+        with pytest.raises(TransportError, match="exited with status 3"):
+            driver.call("list")
+        driver.open(tmp_path, home=str(tmp_path))
+        assert driver.call("list") == {}
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "error"),
+    [
+        ('print("hello", flush=True)', "not a JSON line: b'hello'"),
+        ('print(json.dumps({"id": -1, "result": {}}), flush=True)', "answer is for request -1"),
+        ('print(json.dumps({"id": request["id"]}), flush=True)', "has no result object"),
+        ("pass", "no answer within 0.5 s"),
+    ],
+)
+def test_an_answer_outside_the_protocol_is_a_transport_error(
+    tmp_path: Path, behaviour: str, error: str
+) -> None:
+    driver = SubprocessDriver(fake(behaviour), timeout_s=0.5)
+    try:
+        with pytest.raises(TransportError, match=error):
+            driver.open(tmp_path, home=str(tmp_path))
+    finally:
+        driver.close()
+
+
+def test_a_command_that_does_not_run_is_a_transport_error(tmp_path: Path) -> None:
+    driver = SubprocessDriver("/nonexistent/pi-post driver")
+    with pytest.raises(TransportError, match="cannot run /nonexistent/pi-post driver"):
+        driver.open(tmp_path, home=str(tmp_path))

@@ -1,0 +1,44 @@
+"""Shared by the state machines: each one counts the examples (runs) and steps it
+took, and the counts are printed at the end of the pytest run, so that a gate
+run and a thorough run can be compared by what they actually explored."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+EXAMPLES: Counter[str] = Counter()
+STEPS: Counter[str] = Counter()
+
+
+def count_example(machine: str) -> None:
+    """Call from the machine's __init__: one more example (a fresh run)."""
+    EXAMPLES[machine] += 1
+
+
+def count_step(machine: str) -> None:
+    """Call from every rule (or from one @invariant, which runs after each step)."""
+    STEPS[machine] += 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not EXAMPLES:
+        return
+    terminalreporter.section("state machines: examples and steps explored")
+    for machine in sorted(EXAMPLES):
+        terminalreporter.write_line(
+            f"{machine}: {EXAMPLES[machine]} examples, {STEPS[machine]} steps"
+        )
+
+
+# A conformance run (tools/conformance.py) drives the machines through another
+# implementation, over a pipe: it asks for this smaller budget with
+# --hypothesis-profile=conformance.
+settings.register_profile(
+    "conformance",
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
