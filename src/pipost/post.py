@@ -155,19 +155,10 @@ class DiskDirectory:
         return folder.is_dir() and not folder.is_symlink()
 
 
-def canonical_path(path: str) -> str:
-    """realpath; a path no filesystem can hold (a NUL, a lone surrogate) is as
-    canonical as it gets, and names no session: resolution refuses it."""
-    try:
-        return os.path.realpath(path)
-    except ValueError:  # UnicodeEncodeError included
-        return path
-
-
 def os_caller(cwd: str | None = None, environ: dict[str, str] | None = None) -> Caller:
     env = os.environ if environ is None else environ
     return Caller(
         cwd=cwd or os.getcwd(),
         home=env.get("HOME") or os.path.expanduser("~"),
-        canonical=canonical_path,
+        canonical=os.path.realpath,  # resolve refuses what no folder can be named
     )
