@@ -583,3 +583,38 @@ def test_the_quarantine_command_lists_what_was_set_aside(tmp_path: Path) -> None
     ran = run(["quarantine"], root)
     assert ran.code == 0
     assert ran.stdout == f"{address} 0000000000001-00000000.json — not JSON: \\x1b[31m\n"
+
+
+def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    """`pi-post send` runs from hooks on every tool call: the receiving side, the
+    drop log, the driver and the process machinery stay unloaded."""
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['pi-post', 'send', '--to', 'nobody', '--body', 'x']\n"
+        "try:\n"
+        "    runpy.run_module('pipost', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={"PI_POST_DIR": str(tmp_path / "post"), "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    loaded = set(done.stdout.split())
+    assert "pipost.mailbox" in loaded  # the probe really ran a send
+    unused = {
+        "pipost.host",
+        "pipost.droplog",
+        "pipost.driver",
+        "pipost.demo",
+        "subprocess",
+        "threading",
+        "ctypes",
+        "signal",
+    }
+    assert loaded & unused == set()

@@ -1,6 +1,9 @@
 """``pi-post``: the command line, compatible with the pi-post 0.7 CLI (SPEC 8).
 
 Output lines, error texts and exit codes follow what the reference printed;
+a command imports only what it uses (the receiving side, the drop log and the
+driver load with the commands that need them), since ``send`` runs from hooks
+on every tool call and its start-up is most of its cost.
 where pipost differs on purpose, DESIGN.md lists it. Errors go to stderr as
 ``pi-post: <text>`` with exit 1, never as a traceback.
 """
@@ -8,14 +11,13 @@ where pipost differs on purpose, DESIGN.md lists it. Errors go to stderr as
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from pipost import droplog, files, format, host, mailbox, policy, registry
+from pipost import files, format, mailbox, registry
 from pipost.address import address_of, is_address
 from pipost.message import Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
@@ -366,6 +368,10 @@ def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_listen(args: Sequence[str], ctx: Context) -> int:
+    import signal
+
+    from pipost import host, policy
+
     options, positional = _options(
         args,
         "listen",
@@ -415,6 +421,8 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_log(args: Sequence[str], ctx: Context) -> int:
+    from pipost import droplog
+
     _options(args, "log", positional_allowed=False)
     for drop in droplog.read(ctx.post().root):
         ctx.say(

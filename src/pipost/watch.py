@@ -7,8 +7,6 @@ event only delays mail, never strands it (INV-23).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import select
 import sys
@@ -95,7 +93,9 @@ def wait_gone(path: Path, timeout: float, interval: float = 0.01) -> bool:
 def _inotify_watch(folder: Path, mask: int) -> int | None:
     if not sys.platform.startswith("linux"):
         return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    import ctypes  # only here: most commands never watch anything
+
+    libc = ctypes.CDLL(None, use_errno=True)  # the running program's own libc
     fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
     if fd < 0:
         return None
