@@ -12,6 +12,7 @@ import select
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 # inotify(7) events: a file was renamed into the folder or finished being
 # written (new mail); a file was removed or renamed away (a receipt).
@@ -32,9 +33,8 @@ class FolderWatch:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
-        self._inotify = (
-            _inotify_watch(folder, _IN_MOVED_TO | _IN_CLOSE_WRITE) if kernel_events else None
-        )
+        found = _inotify_watch(folder, _IN_MOVED_TO | _IN_CLOSE_WRITE) if kernel_events else None
+        self._inotify = found[0] if found is not None else None
 
     @property
     def uses_kernel_events(self) -> bool:
@@ -69,8 +69,11 @@ def _drain(fd: int) -> None:
 def wait_gone(path: Path, timeout: float, interval: float = 0.01) -> bool:
     """True as soon as ``path`` no longer exists, False at the timeout. Woken by the
     kernel when the file is removed; polls every ``interval`` where it cannot be."""
+    if timeout <= 0:  # no wait: not worth a watch (closing one costs the kernel a grace period)
+        return not os.path.lexists(path)
     deadline = time.monotonic() + timeout
-    watch = _inotify_watch(path.parent, _IN_DELETE | _IN_MOVED_FROM | _IN_DELETE_SELF)
+    found = _inotify_watch(path.parent, _IN_DELETE | _IN_MOVED_FROM | _IN_DELETE_SELF)
+    watch = found[0] if found is not None else None
     try:
         while True:
             # Checked after the watch is in place, so a removal cannot slip between.
@@ -86,20 +89,42 @@ def wait_gone(path: Path, timeout: float, interval: float = 0.01) -> bool:
             if ready:
                 _drain(watch)
     finally:
-        if watch is not None:
-            os.close(watch)
+        if found is not None:
+            _keep_spare(*found)
 
 
-def _inotify_watch(folder: Path, mask: int) -> int | None:
+_spare_instances: list[int] = []
+"""inotify instances wait_gone keeps open between waits. Closing one makes the
+kernel wait out a grace period (5-20 ms measured), which a sender would pay
+between the receiver's unlink and printing its receipt; removing a watch is cheap."""
+
+
+def _keep_spare(fd: int, watch_id: int) -> None:
+    _libc().inotify_rm_watch(fd, watch_id)
+    _drain(fd)  # the removal's own event
+    _spare_instances.append(fd)
+
+
+def _inotify_watch(folder: Path, mask: int) -> tuple[int, int] | None:
+    """An inotify descriptor watching ``folder`` and the watch's id; None where
+    the kernel cannot tell."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes  # only here: most commands never watch anything
-
-    libc = ctypes.CDLL(None, use_errno=True)  # the running program's own libc
-    fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
-    if fd < 0:
-        return None
-    if libc.inotify_add_watch(fd, os.fsencode(folder), mask) < 0:
+    libc = _libc()
+    try:
+        fd = _spare_instances.pop()
+    except IndexError:
+        fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
+        if fd < 0:
+            return None
+    watch_id = int(libc.inotify_add_watch(fd, os.fsencode(folder), mask))
+    if watch_id < 0:
         os.close(fd)
         return None
-    return fd
+    return fd, watch_id
+
+
+def _libc() -> Any:
+    import ctypes  # only here: most commands never watch anything
+
+    return ctypes.CDLL(None, use_errno=True)  # the running program's own libc
