@@ -79,9 +79,11 @@ def check(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks, each reported as a ratio to a baseline measured in the same run."""
-    _install(session)
-    session.run("python", "benchmarks/receive_latency.py", *session.posargs)
+    """Benchmarks, each reported as a ratio to a floor measured in the same run; writes
+    benchmarks/results.json, docs/performance.md and docs/performance.png.
+    Extra args go to benchmarks/run_all.py (--full, --with-check)."""
+    session.install("-e", ".[dev,bench]")
+    session.run("python", "benchmarks/run_all.py", *session.posargs)
 
 
 @nox.session

@@ -696,6 +696,12 @@ def test_an_unwritable_registry_does_not_stop_the_host(
     assert receiver.stats.failed_heartbeats == 1
     assert receiver.record is None
 
+    # Once the registry can be written again, the next heartbeat registers.
+    (root / "registry").unlink()
+    receiver.beat()
+    assert receiver.record is not None
+    assert registry.read(root, ADDRESS) == receiver.record
+
 
 def test_failed_heartbeats_are_counted_and_shutdown_still_completes(
     root: Path,

@@ -12,9 +12,7 @@ Pure: times and presence are handed in.
 
 from __future__ import annotations
 
-import datetime
 import re
-import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -51,6 +49,8 @@ def one_line(text: str) -> str:
 
 
 def iso_time(ms: int) -> str:
+    import datetime  # here, not at the top: `send` never prints a time
+
     moment = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.UTC)
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
 
@@ -149,6 +149,8 @@ def listing_order(candidate: Candidate) -> tuple[int, int, str]:
 
 
 def resolve_card(candidate: Candidate, now: int) -> list[str]:
+    import shlex  # here, not at the top: only the card quotes a command line
+
     record = candidate.record
     state = {
         Presence.LIVE: "live",

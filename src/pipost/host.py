@@ -129,20 +129,7 @@ class Host:
 
     def start(self) -> None:
         """Register, make sure the mailbox exists, take the mail that waited."""
-        pid = os.getpid()
-        token = self.post.processes.start_token(pid)
-        try:
-            self.record = registry.register(
-                self.root,
-                self.session_id,
-                self.cwd,
-                self.post.clock(),
-                name=self.name,
-                pid=pid,
-                pid_start=token or None,
-            )
-        except OSError:
-            self.stats.failed_heartbeats += 1  # unregistered, but mail still flows
+        self._register()
         files.ensure_dirs(self.root, "inbox", self.address)
         self._watch = FolderWatch(
             mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
@@ -188,12 +175,30 @@ class Host:
             self._watch = None
 
     def beat(self) -> None:
+        """Refresh the record; one that could not be written at start is written now."""
         if self.record is None:
+            self._register()
             return
         try:
             self.record = registry.heartbeat(self.root, self.record, self.post.clock())
         except OSError:
             self.stats.failed_heartbeats += 1
+
+    def _register(self) -> None:
+        pid = os.getpid()
+        token = self.post.processes.start_token(pid)
+        try:
+            self.record = registry.register(
+                self.root,
+                self.session_id,
+                self.cwd,
+                self.post.clock(),
+                name=self.name,
+                pid=pid,
+                pid_start=token or None,
+            )
+        except OSError:
+            self.stats.failed_heartbeats += 1  # unregistered, but mail still flows
 
     # -- taking mail --------------------------------------------------------------
 
