@@ -71,17 +71,22 @@ def check_root(root: Path) -> bool:
 def ensure_dir(path: Path) -> None:
     """Create ``path`` (0700) if missing; refuse a symlink, a non-folder, or a
     folder that is not private."""
-    try:
-        os.mkdir(path, DIR_MODE)
-    except FileExistsError:
-        pass
-    else:
-        flush_dir(path.parent)  # the new folder is a name in its parent: make it survive power loss
+    while True:
+        try:
+            os.mkdir(path, DIR_MODE)
+        except FileExistsError:
+            pass
+        else:
+            flush_dir(path.parent)  # the new name in its parent must survive power loss
+            return
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue  # an empty mailbox swept away since mkdir saw it: make it again
+        if not stat.S_ISDIR(info.st_mode):
+            raise UnsafePath(errno.ENOTDIR, "not a folder (a symlink is never followed)", str(path))
+        check_private(path, info)
         return
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafePath(errno.ENOTDIR, "not a folder (a symlink is never followed)", str(path))
-    check_private(path, info)
 
 
 def ensure_dirs(root: Path, *parts: str) -> Path:

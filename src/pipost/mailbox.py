@@ -31,7 +31,7 @@ CAP = 50
 """Most messages a mailbox holds queued; the next send to it is refused."""
 
 TMP_SUFFIX = ".tmp"
-_DEPOSIT_ATTEMPTS = 20
+_DEPOSIT_ATTEMPTS = 1000  # a sweep may remove the empty folder between mkdir and lock
 
 
 class MailboxFull(Exception):

@@ -105,6 +105,15 @@ def _keep_spare(fd: int, watch_id: int) -> None:
     _spare_instances.append(fd)
 
 
+def _forget_spares() -> None:
+    """In a forked child: the spares are the parent's, two processes must not share one."""
+    while _spare_instances:
+        os.close(_spare_instances.pop())
+
+
+os.register_at_fork(after_in_child=_forget_spares)
+
+
 def _inotify_watch(folder: Path, mask: int) -> tuple[int, int] | None:
     """An inotify descriptor watching ``folder`` and the watch's id; None where
     the kernel cannot tell."""
