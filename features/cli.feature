@@ -89,3 +89,17 @@ Feature: The command line as SPEC 8 has it, run as a separate process
     When at the shell I run pi-post resolve dashboard
     Then it succeeds, printing a card with "address:  {dashboard.address}"
     And the command wrote nothing
+
+  @INV-22
+  Scenario Outline: a post office folder that <danger> is refused by <command>, saying what to fix
+    Given the post office folder <danger>
+    When at the shell I run pi-post <command>
+    Then it fails, saying "<said>"
+    And the command wrote nothing
+
+    Examples:
+      | danger                        | command                                  | said                                 |
+      | is writable by others         | list                                     | writable by others", "chmod 700      |
+      | is writable by others         | send --to dashboard --body "hello there" | writable by others", "chmod 700      |
+      | belongs to another user       | resolve dashboard                        | owned by uid 4242                    |
+      | is a symlink to another folder | peek dashboard                          | symlink", "PI_POST_DIR               |

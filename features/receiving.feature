@@ -112,7 +112,7 @@ Feature: Receiving — where "delivered" is decided
     Then the context holds "at least once" twice
     And the receiving host's mailbox is empty
 
-  @INV-06 @listener
+  @INV-04 @INV-06 @listener
   Scenario: a listener killed with SIGKILL takes each message exactly once after its restart
     Given a listener process keeping a transcript
     When 4 messages from different processes are sent to the listener

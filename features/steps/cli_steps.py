@@ -289,3 +289,33 @@ def letter_body(context: Context, body: str) -> None:
 def letter_long_body(context: Context, count: str, character: str) -> None:
     found = shell(context).sent_letter()["body"]
     assert found == character * int(count), f"a body of {len(str(found))} characters"
+
+
+# -- whose post office it is (SPEC 10, INV-22): only the folder is changed here ------------
+
+
+@given("the post office folder is writable by others")
+def root_writable_by_others(context: Context) -> None:
+    root = shell(context).root
+    root.chmod(0o777)
+    context.add_cleanup(root.chmod, 0o700)
+
+
+@given("the post office folder belongs to another user")
+def root_of_another_user(context: Context) -> None:
+    root = shell(context).root
+    owner = os.lstat(root).st_uid
+    # Only root may give a folder away; as anyone else the scenario cannot be set up.
+    assert os.geteuid() == 0, "giving the folder to another user needs root (CI runs as root)"
+    os.chown(root, 4242, -1)
+    context.add_cleanup(os.chown, root, owner, -1)
+
+
+@given("the post office folder is a symlink to another folder")
+def root_is_a_symlink(context: Context) -> None:
+    root = shell(context).root
+    real = Path(str(root) + "-real")
+    root.rename(real)
+    root.symlink_to(real)
+    context.add_cleanup(real.rename, root)
+    context.add_cleanup(root.unlink)
