@@ -616,5 +616,7 @@ def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
         "threading",
         "ctypes",
         "signal",
+        "datetime",
+        "shlex",
     }
     assert loaded & unused == set()
