@@ -179,6 +179,8 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
         return Rejected("pid is not a positive integer")
     if pid_start is not None and not isinstance(pid_start, str):
         return Rejected("pidStart is not a string")
+    if pid_start is not None and not _is_utf8_text(pid_start):
+        return Rejected("pidStart holds unpaired surrogates")
     if not is_address(data["address"]) or address_of(data["sessionId"]) != data["address"]:
         return Rejected("address is not the address of sessionId")
     if file_name is not None and file_name != data["address"] + ".json":
