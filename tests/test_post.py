@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import mailbox
+from pipost import files, mailbox
 from pipost.message import Message, Sender
 from pipost.post import Post, Receipt, Refused, os_caller
 from pipost.registry import Record
@@ -250,3 +250,26 @@ def test_receipts_of_a_fan_out_are_each_true(
     ]
     assert mailbox.count(root, offline.address) == 1
     assert mailbox.count(root, live.address) == 0
+
+
+def test_one_symlinked_mailbox_does_not_break_listing_or_sending_to_others(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "post"
+    clock = FixedClock()
+    post = Post(root, clock=clock, processes=FakeProcessTable())
+    bob = write_record(root, make_record("bob-session", "/home/dev/bob", name="bob"))
+    alice = write_record(root, make_record("alice-session", "/home/dev/alice", name="alice"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "inbox").mkdir(exist_ok=True)
+    (root / "inbox" / bob.address).symlink_to(elsewhere)
+
+    listed = {c.address: c.queued for c in post.sessions()}
+    assert listed == {bob.address: 0, alice.address: 0}
+    caller = Caller(cwd="/home/dev", home="/home/dev", canonical=lambda p: p)
+    receipts = post.send(["alice"], "hello", SENDER, caller)
+    assert [r.address for r in receipts] == [alice.address]
+    with pytest.raises(files.UnsafePath):
+        post.send(["bob"], "hello", SENDER, caller)
+    assert list(elsewhere.iterdir()) == []

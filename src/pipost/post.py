@@ -57,8 +57,17 @@ class Post:
         return Candidate(
             record=record,
             presence=registry.presence(record, now, self.processes),
-            queued=mailbox.count(self.root, record.address),
+            queued=self._queued(record.address),
         )
+
+    def _queued(self, address: str) -> int:
+        """One session's unsafe mailbox folder (a symlink) must not break a listing
+        or a send to someone else: it counts as empty here, and is refused by
+        whatever would read or write it."""
+        try:
+            return mailbox.count(self.root, address)
+        except files.UnsafePath:
+            return 0
 
     def directory(self) -> DiskDirectory:
         files.check_root(self.root)
