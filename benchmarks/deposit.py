@@ -91,7 +91,7 @@ def compare(work: Path, rounds: int, batch: int, durable: bool) -> tuple[list[fl
         floors += round_floors
         deposits += round_deposits
         clear(raw_folder)
-        clear(mailbox.inbox_of(root, TARGET))
+        clear(Path(mailbox.inbox_of(root, TARGET)))
     return floors, deposits
 
 

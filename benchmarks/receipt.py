@@ -110,7 +110,8 @@ class Receiver:
         self.address = address_of(SESSION_ID)
         self.token = OsProcessTable().start_token(os.getpid())
         self.beat()
-        self.folder = files.ensure_dirs(root, "inbox", self.address)
+        files.make(root, "inbox", self.address).close()
+        self.folder = root / "inbox" / self.address
 
     def beat(self) -> None:
         registry.register(

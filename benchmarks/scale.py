@@ -70,10 +70,16 @@ class Registry:
         self.size = 0
         self.queued = 0
         self.token = OsProcessTable().start_token(os.getpid()) or None
-        files.ensure_dirs(self.root, "registry")
+        files.make(self.root, "registry").close()
 
     def grow(self, size: int) -> None:
         now = time.time_ns() // 1_000_000
+        with files.make(self.root, "registry") as folder:
+            self._add_records(folder, size, now)
+        self.size = size
+        self.queue_up_to(int(size * QUEUED_PER_RECORD))
+
+    def _add_records(self, folder: files.Folder, size: int, now: int) -> None:
         for index in range(self.size, size):
             live = index % LIVE_EVERY == 0
             record = Record(
@@ -86,40 +92,38 @@ class Registry:
                 pid=os.getpid() if live else None,
                 pid_start=self.token if live else None,
             )
-            path = registry.record_path(self.root, record.address)
-            files.write_new(path, registry.encode(record), durable=False)
-        self.size = size
-        self.queue_up_to(int(size * QUEUED_PER_RECORD))
+            name = registry.record_name(record.address)
+            folder.write_new(name, registry.encode(record), durable=False)
 
     def queue_up_to(self, queued: int) -> None:
         sender = Sender("process", "bench-scale")
         now = time.time_ns() // 1_000_000
         for count in range(self.queued, queued):
             address = self.address(count // mailbox.CAP)
-            folder = files.ensure_dirs(self.root, "inbox", address)
             message = new_message(sender, f"queued letter {count}", now)
-            files.write_new(folder / message.file_name, encode(message), durable=False)
+            with files.make(self.root, "inbox", address) as folder:
+                folder.write_new(message.file_name, encode(message), durable=False)
         self.queued = queued
 
     def address(self, index: int) -> str:
         return address_of(session_id(index))
 
     def read_all(self) -> None:
-        folder = registry.registry_dir(self.root)
+        folder = Path(registry.registry_dir(self.root))
         for name in os.listdir(folder):
             read_raw(folder / name)
 
     def read_all_and_mailboxes(self) -> None:
         self.read_all()
-        inboxes = mailbox.inbox_root(self.root)
+        inboxes = Path(mailbox.inbox_root(self.root))
         for address in os.listdir(inboxes):
             os.listdir(inboxes / address)
 
     def read_one(self, index: int) -> None:
-        read_raw(registry.record_path(self.root, self.address(index)))
+        read_raw(Path(registry.record_path(self.root, self.address(index))))
 
     def read_letters(self, address: str) -> None:
-        folder = mailbox.inbox_of(self.root, address)
+        folder = Path(mailbox.inbox_of(self.root, address))
         for name in os.listdir(folder):
             read_raw(folder / name)
 

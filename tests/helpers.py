@@ -9,7 +9,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipost import registry
+from pipost import files, registry
 from pipost.address import address_of, default_name
 from pipost.message import Message, Sender, new_message
 from pipost.registry import Record
@@ -104,3 +104,17 @@ def make_message(sent_at: int = NOW, body: str = "hello", name: str = "process:t
 def json_names(folder: Path) -> list[str]:
     """The ``*.json`` names in a folder, as ``ls`` would show them (dot-files included)."""
     return sorted(name for name in os.listdir(folder) if name.endswith(".json"))
+
+
+def made(root: Path, *parts: str) -> Path:
+    """The folder ``root/parts...``, made (0700) as pipost makes it; its path."""
+    files.make(root, *parts).close()
+    return root.joinpath(*parts)
+
+
+def put(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write a new file as pipost writes one, into a folder that must exist."""
+    folder = files.open_root(path.parent)
+    assert folder is not None, f"no folder {path.parent}"
+    with folder:
+        folder.write_new(path.name, data, durable=durable)

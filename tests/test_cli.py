@@ -13,14 +13,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
 from pipost import cli, mailbox, registry
 from pipost.address import address_of
 from pipost.message import Sender, new_message
-from pipost.registry import ProcessTable, Record
+from pipost.registry import Record
 from tests.helpers import (
     NOW,
     FakeProcessTable,
@@ -30,6 +30,9 @@ from tests.helpers import (
     tree_snapshot,
     write_record,
 )
+
+if TYPE_CHECKING:
+    from pipost.registry import ProcessTable
 
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 REFERENCE = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))

@@ -41,7 +41,7 @@ def test_what_is_recorded_reads_back_oldest_first(tmp_path: Path) -> None:
 
 def test_the_log_is_private_to_its_owner(tmp_path: Path) -> None:
     droplog.record(tmp_path, drop(0))
-    assert stat.S_IMODE(droplog.log_path(tmp_path).stat().st_mode) == 0o600
+    assert stat.S_IMODE(Path(droplog.log_path(tmp_path)).stat().st_mode) == 0o600
 
 
 def test_reading_an_absent_log_finds_nothing(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_reading_an_absent_log_finds_nothing(tmp_path: Path) -> None:
 
 def test_a_line_that_is_not_a_drop_is_skipped_and_the_rest_still_read(tmp_path: Path) -> None:
     droplog.record(tmp_path, drop(0))
-    with droplog.log_path(tmp_path).open("a") as log:
+    with Path(droplog.log_path(tmp_path)).open("a") as log:
         log.write('{"torn": \n')
     droplog.record(tmp_path, drop(1))
 
@@ -65,7 +65,7 @@ def test_a_very_long_sender_name_does_not_cost_the_reason(tmp_path: Path) -> Non
     assert read.reason == drop(0).reason
     assert read.letter == drop(0).letter
     assert read.sender.startswith("xxx")
-    assert len(droplog.log_path(tmp_path).read_bytes()) < 20_000
+    assert len(Path(droplog.log_path(tmp_path)).read_bytes()) < 20_000
 
 
 def test_rotation_keeps_two_files_and_never_loses_the_newest_lines(
@@ -84,7 +84,7 @@ def test_rotation_keeps_two_files_and_never_loses_the_newest_lines(
         kept = list(droplog.read(tmp_path))
         assert kept == written[-len(kept) :]  # a contiguous tail ending at the newest
 
-    line_size = len(droplog.log_path(tmp_path).read_bytes().splitlines(keepends=True)[0])
+    line_size = len(Path(droplog.log_path(tmp_path)).read_bytes().splitlines(keepends=True)[0])
     assert "drops.jsonl.1" in log_files(tmp_path)
     assert len(list(droplog.read(tmp_path))) >= limit // line_size
 

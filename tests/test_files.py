@@ -36,6 +36,15 @@ def fifo(tmp_path: Path) -> Iterator[Path]:
     yield path
 
 
+@pytest.fixture
+def here(tmp_path: Path) -> Iterator[files.Folder]:
+    """``tmp_path`` (private, as pytest makes it) opened as a pipost folder."""
+    folder = files.open_root(tmp_path)
+    assert folder is not None
+    with folder:
+        yield folder
+
+
 def run_bounded(action: threading.Thread, fifo: Path) -> None:
     """Run ``action``; should it hang on ``fifo``, unblock it so that the test ends."""
     action.start()
@@ -47,99 +56,129 @@ def run_bounded(action: threading.Thread, fifo: Path) -> None:
         pytest.fail(f"opening the FIFO {fifo} blocked")
 
 
-# -- folders ----------------------------------------------------------------------
+# -- reaching folders from the root ---------------------------------------------------
 
 
-def test_ensure_dirs_creates_every_level_0700(tmp_path: Path) -> None:
+def test_make_creates_every_level_0700(tmp_path: Path) -> None:
     root = tmp_path / "post"
-    made = files.ensure_dirs(root, "inbox", "s-0123456789ab")
-    assert made == root / "inbox" / "s-0123456789ab"
-    for path in (root, root / "inbox", made):
+    with files.make(root, "inbox", "s-0123456789ab") as made:
+        assert made.path == str(root / "inbox" / "s-0123456789ab")
+    for path in (root, root / "inbox", root / "inbox" / "s-0123456789ab"):
         assert path.is_dir()
         assert mode_of(path) == 0o700
 
 
-def test_ensure_dirs_accepts_existing_folders(tmp_path: Path) -> None:
+def test_make_accepts_existing_folders(tmp_path: Path) -> None:
     root = tmp_path / "post"
-    files.ensure_dirs(root, "inbox")
+    files.make(root, "inbox").close()
     (root / "inbox" / "keep").write_text("x")
-    assert files.ensure_dirs(root, "inbox") == root / "inbox"
+    with files.make(root, "inbox") as inbox:
+        assert inbox.names() == ["keep"]
     assert (root / "inbox" / "keep").read_text() == "x"
 
 
-def test_ensure_dirs_refuses_a_symlink_where_a_folder_should_be(
-    tmp_path: Path, outside: Path
-) -> None:
+def test_walk_of_a_missing_level_is_none_and_makes_nothing(tmp_path: Path) -> None:
     root = tmp_path / "post"
-    root.mkdir()
+    assert files.walk(root, "inbox") is None
+    files.make(root).close()
+    assert files.walk(root, "inbox", "s-0123456789ab") is None
+    assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("reach", ["walk", "make"])
+def test_a_symlink_where_a_folder_should_be_is_refused(
+    tmp_path: Path, outside: Path, reach: str
+) -> None:
+    outside.chmod(0o700)
+    root = tmp_path / "post"
+    root.mkdir(mode=0o700)
     (root / "inbox").symlink_to(outside)
-    with pytest.raises(files.UnsafePath):
-        files.ensure_dirs(root, "inbox", "s-0123456789ab")
-    assert list(outside.iterdir()) == []
+    (outside / "s-0123456789ab").mkdir(mode=0o700)
+    with pytest.raises(files.UnsafePath) as refused:
+        getattr(files, reach)(root, "inbox", "s-0123456789ab")
+    assert "symlink is never followed" in str(refused.value.strerror)
+    assert refused.value.filename == str(root / "inbox")
+    assert [p.name for p in outside.iterdir()] == ["s-0123456789ab"]
 
 
-def test_ensure_dirs_refuses_a_symlinked_root(tmp_path: Path, outside: Path) -> None:
+def test_a_symlinked_root_is_never_written_through(tmp_path: Path, outside: Path) -> None:
     root = tmp_path / "post"
     root.symlink_to(outside)
     with pytest.raises(files.UnsafePath):
-        files.ensure_dirs(root, "registry")
+        files.make(root, "registry")
     assert list(outside.iterdir()) == []
 
 
-def test_ensure_dirs_refuses_a_file_where_a_folder_should_be(tmp_path: Path) -> None:
+def test_a_file_where_a_folder_should_be_is_refused(here: files.Folder, tmp_path: Path) -> None:
     (tmp_path / "inbox").write_text("not a folder")
     with pytest.raises(files.UnsafePath):
-        files.ensure_dirs(tmp_path, "inbox")
+        here.make("inbox")
+    with pytest.raises(files.UnsafePath):
+        here.child("inbox")
 
 
-def test_remove_empty_dir_removes_only_an_empty_folder(tmp_path: Path) -> None:
+def test_an_open_folder_is_used_by_descriptor_not_by_its_path(
+    tmp_path: Path, outside: Path
+) -> None:
+    """A folder swapped for a symlink after it was opened: what pipost writes still
+    lands in the folder it opened and checked, never behind the link."""
+    root = tmp_path / "post"
+    with files.make(root, "inbox") as inbox:
+        (root / "inbox").rename(tmp_path / "moved")
+        (root / "inbox").symlink_to(outside)
+        inbox.write_new("letter.json", b"{}")
+        assert inbox.names() == ["letter.json"]
+    assert list(outside.iterdir()) == []
+    assert (tmp_path / "moved" / "letter.json").read_bytes() == b"{}"
+
+
+def test_remove_empty_removes_only_an_empty_folder(here: files.Folder, tmp_path: Path) -> None:
     empty, full = tmp_path / "empty", tmp_path / "full"
     empty.mkdir()
     full.mkdir()
     (full / "letter.json").write_text("{}")
-    assert files.remove_empty_dir(empty) is True
+    assert here.remove_empty("empty") is True
     assert not empty.exists()
-    assert files.remove_empty_dir(full) is False
+    assert here.remove_empty("full") is False
     assert (full / "letter.json").exists()
-    assert files.remove_empty_dir(tmp_path / "never-was") is False
+    assert here.remove_empty("never-was") is False
 
 
-def test_list_names_of_an_absent_folder_is_empty(tmp_path: Path) -> None:
-    assert files.list_names(tmp_path / "absent") == []
+def test_names_lists_the_folder(here: files.Folder, tmp_path: Path) -> None:
+    assert here.names() == []
     (tmp_path / "a").write_text("")
-    assert files.list_names(tmp_path) == ["a"]
+    assert here.names() == ["a"]
 
 
 # -- writing ------------------------------------------------------------------------
 
 
-def test_write_new_writes_0600_and_never_replaces(tmp_path: Path) -> None:
+def test_write_new_writes_0600_and_never_replaces(here: files.Folder, tmp_path: Path) -> None:
     path = tmp_path / "letter.json"
-    files.write_new(path, b"first")
+    here.write_new("letter.json", b"first")
     assert path.read_bytes() == b"first"
     assert mode_of(path) == 0o600
     with pytest.raises(FileExistsError):
-        files.write_new(path, b"second")
+        here.write_new("letter.json", b"second")
     assert path.read_bytes() == b"first"
 
 
-def test_write_new_writes_large_data_whole(tmp_path: Path) -> None:
+def test_write_new_writes_large_data_whole(here: files.Folder, tmp_path: Path) -> None:
     data = os.urandom(1 << 20)
-    files.write_new(tmp_path / "big", data, durable=False)
+    here.write_new("big", data, durable=False)
     assert (tmp_path / "big").read_bytes() == data
 
 
 @pytest.mark.parametrize("dangling", [False, True])
 def test_write_new_never_writes_through_a_symlink(
-    tmp_path: Path, outside: Path, dangling: bool
+    here: files.Folder, tmp_path: Path, outside: Path, dangling: bool
 ) -> None:
     target = outside / "target"
     if not dangling:
         target.write_bytes(b"untouched")
-    link = tmp_path / "letter.json"
-    link.symlink_to(target)
+    (tmp_path / "letter.json").symlink_to(target)
     with pytest.raises(OSError):
-        files.write_new(link, b"payload")
+        here.write_new("letter.json", b"payload")
     if dangling:
         assert not target.exists()
     else:
@@ -147,23 +186,40 @@ def test_write_new_never_writes_through_a_symlink(
 
 
 def test_write_new_leaves_nothing_behind_when_the_flush_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def disk_full(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(OSError) as raised:
-        files.write_new(tmp_path / "letter.json.tmp", b"payload")
+        here.write_new("letter.json.tmp", b"payload")
     assert raised.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
 
 
-def test_rename_then_flush_dir_moves_the_file(tmp_path: Path) -> None:
-    files.write_new(tmp_path / "a.tmp", b"data")
-    files.rename(tmp_path / "a.tmp", tmp_path / "a.json")
-    files.flush_dir(tmp_path)
+def test_rename_then_flush_moves_the_file(here: files.Folder, tmp_path: Path) -> None:
+    here.write_new("a.tmp", b"data")
+    here.rename("a.tmp", "a.json")
+    here.flush()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+
+
+def test_rename_into_another_folder(here: files.Folder, tmp_path: Path) -> None:
+    here.write_new("a.json", b"data")
+    with here.make("aside") as aside:
+        here.rename("a.json", "kept.json", into=aside)
+    assert (tmp_path / "aside" / "kept.json").read_bytes() == b"data"
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_open_append_never_follows_a_symlink(
+    here: files.Folder, tmp_path: Path, outside: Path
+) -> None:
+    (tmp_path / "drops.jsonl").symlink_to(outside / "log")
+    with pytest.raises(OSError):
+        here.open_append("drops.jsonl")
+    assert list(outside.iterdir()) == []
 
 
 # -- the folder lock ------------------------------------------------------------------
@@ -180,38 +236,39 @@ def lock_is_free(path: Path) -> bool:
     return True
 
 
-def test_locked_dir_excludes_other_holders_until_the_block_ends(tmp_path: Path) -> None:
-    with files.locked_dir(tmp_path):
+def test_the_lock_excludes_other_holders_until_the_block_ends(
+    here: files.Folder, tmp_path: Path
+) -> None:
+    with here.lock():
         assert not lock_is_free(tmp_path)
     assert lock_is_free(tmp_path)
 
 
-def test_locked_dir_releases_the_lock_when_the_block_raises(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), files.locked_dir(tmp_path):
+def test_the_lock_is_released_when_the_block_raises(here: files.Folder, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), here.lock():
         raise RuntimeError("inside")
     assert lock_is_free(tmp_path)
 
 
-def test_locked_dir_of_an_absent_folder_is_vanished(tmp_path: Path) -> None:
-    with pytest.raises(files.Vanished), files.locked_dir(tmp_path / "absent"):
-        pass
-
-
-def test_locked_dir_of_a_folder_removed_while_waiting_is_vanished(tmp_path: Path) -> None:
+def test_the_lock_of_a_folder_removed_while_waiting_is_vanished(tmp_path: Path) -> None:
     folder = tmp_path / "inbox"
-    folder.mkdir()
+    folder.mkdir(mode=0o700)
     outcome: list[BaseException | None] = []
 
     def wait_for_the_lock() -> None:
         try:
-            with files.locked_dir(folder):
+            with files.walk(tmp_path, "inbox") as waiting, waiting.lock():  # type: ignore[union-attr]
                 outcome.append(None)
         except BaseException as error:
             outcome.append(error)
 
+    holder = files.walk(tmp_path, "inbox")
+    assert holder is not None
     waiter = threading.Thread(target=wait_for_the_lock)
-    with files.locked_dir(folder):
+    with holder, holder.lock():
         waiter.start()
+        while lock_is_free(folder) or not _someone_waits_on(folder):
+            pass
         os.rmdir(folder)  # a sweep, holding the lock
     waiter.join(timeout=20)
     assert not waiter.is_alive()
@@ -219,47 +276,45 @@ def test_locked_dir_of_a_folder_removed_while_waiting_is_vanished(tmp_path: Path
     assert isinstance(outcome[0], files.Vanished)
 
 
-def test_locked_dir_never_follows_a_symlink(tmp_path: Path, outside: Path) -> None:
-    link = tmp_path / "inbox"
-    link.symlink_to(outside)
-    with pytest.raises(OSError), files.locked_dir(link):
-        pass
-    assert lock_is_free(outside)
+def _someone_waits_on(folder: Path) -> bool:
+    """Whether /proc/locks shows a process blocked on the folder's lock."""
+    inode = os.stat(folder).st_ino
+    with open("/proc/locks") as locks:
+        return any("->" in line and f":{inode} " in line for line in locks)
 
 
 # -- claiming a file --------------------------------------------------------------------
 
 
-def test_try_lock_file_is_exclusive_while_held(tmp_path: Path) -> None:
-    path = tmp_path / "letter.json"
-    path.write_bytes(b"data")
-    first = files.try_lock_file(path)
+def test_try_lock_is_exclusive_while_held(here: files.Folder, tmp_path: Path) -> None:
+    (tmp_path / "letter.json").write_bytes(b"data")
+    first = here.try_lock("letter.json")
     assert first is not None
-    assert files.try_lock_file(path) is None
+    assert here.try_lock("letter.json") is None
     first.close()
-    again = files.try_lock_file(path)
+    again = here.try_lock("letter.json")
     assert again is not None
     again.close()
 
 
-def test_try_lock_file_of_a_missing_file_is_none(tmp_path: Path) -> None:
-    assert files.try_lock_file(tmp_path / "gone.json") is None
+def test_try_lock_of_a_missing_file_is_none(here: files.Folder) -> None:
+    assert here.try_lock("gone.json") is None
 
 
-def test_try_lock_file_refuses_a_symlink(tmp_path: Path, outside: Path) -> None:
+def test_try_lock_refuses_a_symlink(here: files.Folder, tmp_path: Path, outside: Path) -> None:
     target = outside / "real.json"
     target.write_bytes(b"data")
     (tmp_path / "letter.json").symlink_to(target)
     with pytest.raises(files.UnsafePath):
-        files.try_lock_file(tmp_path / "letter.json")
+        here.try_lock("letter.json")
 
 
-def test_try_lock_file_refuses_a_fifo_without_blocking(fifo: Path) -> None:
+def test_try_lock_refuses_a_fifo_without_blocking(here: files.Folder, fifo: Path) -> None:
     raised: list[BaseException] = []
 
     def claim() -> None:
         try:
-            files.try_lock_file(fifo)
+            here.try_lock(fifo.name)
         except BaseException as error:
             raised.append(error)
 
@@ -268,8 +323,8 @@ def test_try_lock_file_refuses_a_fifo_without_blocking(fifo: Path) -> None:
     assert isinstance(raised[0], files.UnsafePath)
 
 
-def test_try_lock_file_of_a_letter_disposed_while_locking_is_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_try_lock_of_a_letter_disposed_while_locking_is_none(
+    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The holder we raced unlinked the letter before we got its lock: the file we
     hold is no longer in the mailbox, so it is not ours to deliver."""
@@ -282,13 +337,12 @@ def test_try_lock_file_of_a_letter_disposed_while_locking_is_none(
         real_flock(fd, operation)
 
     monkeypatch.setattr(fcntl, "flock", disposed_meanwhile)
-    assert files.try_lock_file(path) is None
+    assert here.try_lock("letter.json") is None
 
 
-def test_a_claim_read_is_bounded(tmp_path: Path) -> None:
-    path = tmp_path / "big.json"
-    path.write_bytes(b"x" * 100_000)
-    handle = files.try_lock_file(path)
+def test_a_claim_read_is_bounded(here: files.Folder, tmp_path: Path) -> None:
+    (tmp_path / "big.json").write_bytes(b"x" * 100_000)
+    handle = here.try_lock("big.json")
     assert handle is not None
     try:
         assert handle.read(1000) == b"x" * 1001
@@ -299,36 +353,38 @@ def test_a_claim_read_is_bounded(tmp_path: Path) -> None:
 # -- bounded reads ----------------------------------------------------------------------
 
 
-def test_read_bounded_reads_at_most_one_byte_past_the_limit(tmp_path: Path) -> None:
+def test_read_bounded_reads_at_most_one_byte_past_the_limit(
+    here: files.Folder, tmp_path: Path
+) -> None:
     (tmp_path / "small").write_bytes(b"abc")
     (tmp_path / "large").write_bytes(b"y" * 200_000)
-    assert files.read_bounded(tmp_path / "small", 10) == b"abc"
-    assert files.read_bounded(tmp_path / "large", 150_000) == b"y" * 150_001
+    assert here.read_bounded("small", 10) == b"abc"
+    assert here.read_bounded("large", 150_000) == b"y" * 150_001
 
 
-def test_read_bounded_of_a_missing_file_is_none(tmp_path: Path) -> None:
-    assert files.read_bounded(tmp_path / "missing", 10) is None
+def test_read_bounded_of_a_missing_file_is_none(here: files.Folder) -> None:
+    assert here.read_bounded("missing", 10) is None
 
 
-def test_read_bounded_refuses_a_symlink(tmp_path: Path, outside: Path) -> None:
+def test_read_bounded_refuses_a_symlink(here: files.Folder, tmp_path: Path, outside: Path) -> None:
     (outside / "secret").write_bytes(b"secret")
     (tmp_path / "record.json").symlink_to(outside / "secret")
     with pytest.raises(files.UnsafePath):
-        files.read_bounded(tmp_path / "record.json", 100)
+        here.read_bounded("record.json", 100)
 
 
-def test_read_bounded_refuses_a_folder(tmp_path: Path) -> None:
+def test_read_bounded_refuses_a_folder(here: files.Folder, tmp_path: Path) -> None:
     (tmp_path / "record.json").mkdir()
     with pytest.raises(files.UnsafePath):
-        files.read_bounded(tmp_path / "record.json", 100)
+        here.read_bounded("record.json", 100)
 
 
-def test_read_bounded_refuses_a_fifo_without_blocking(fifo: Path) -> None:
+def test_read_bounded_refuses_a_fifo_without_blocking(here: files.Folder, fifo: Path) -> None:
     raised: list[BaseException] = []
 
     def read() -> None:
         try:
-            files.read_bounded(fifo, 100)
+            here.read_bounded(fifo.name, 100)
         except BaseException as error:
             raised.append(error)
 
@@ -342,15 +398,15 @@ def test_read_bounded_refuses_a_fifo_without_blocking(fifo: Path) -> None:
 
 def test_a_missing_root_is_no_error_for_readers(tmp_path: Path) -> None:
     assert files.check_root(tmp_path / "post") is False
+    assert files.open_root(tmp_path / "post") is None
     assert not (tmp_path / "post").exists()
 
 
-def test_ensure_dirs_creates_the_root_and_its_missing_parents_private(tmp_path: Path) -> None:
+def test_make_creates_the_root_and_its_missing_parents_private(tmp_path: Path) -> None:
     root = tmp_path / "home" / ".pi" / "agent" / "post"
-    inbox = files.ensure_dirs(root, "inbox")
-    assert inbox == root / "inbox"
+    files.make(root, "inbox").close()
     assert mode_of(root) == 0o700
-    assert mode_of(inbox) == 0o700
+    assert mode_of(root / "inbox") == 0o700
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o770, 0o702, 0o720])
@@ -363,7 +419,7 @@ def test_a_root_others_can_write_is_refused_with_the_fix(tmp_path: Path, mode: i
     assert f"mode {mode:04o}" in str(refused.value.strerror)
     assert f"chmod 700 {root}" in str(refused.value.strerror)
     with pytest.raises(files.UnsafePath):
-        files.ensure_dirs(root, "inbox")
+        files.make(root, "inbox")
     assert not (root / "inbox").exists()
 
 
@@ -394,13 +450,13 @@ def test_a_symlinked_root_is_refused_not_followed(tmp_path: Path, outside: Path)
         files.check_root(root)
     assert "symlink" in str(refused.value.strerror)
     with pytest.raises(files.UnsafePath):
-        files.ensure_dirs(root, "inbox")
+        files.make(root, "inbox")
     assert list(outside.iterdir()) == []
 
 
-def test_a_group_writable_mailbox_folder_is_refused_when_listed(tmp_path: Path) -> None:
+def test_a_group_writable_mailbox_folder_is_refused_when_opened(tmp_path: Path) -> None:
     folder = tmp_path / "inbox"
     folder.mkdir(mode=0o700)
     folder.chmod(0o770)
     with pytest.raises(files.UnsafePath):
-        files.list_names(folder)
+        files.walk(tmp_path, "inbox")

@@ -162,7 +162,7 @@ def watch_drop_log(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     real_record = droplog.record
 
     def record(root: Path, drop: droplog.Drop) -> None:
-        letter = mailbox.inbox_of(root, drop.address) / drop.letter
+        letter = Path(mailbox.inbox_of(root, drop.address)) / drop.letter
         letter_was_on_disk.append(letter.exists())
         real_record(root, drop)
 
@@ -258,7 +258,7 @@ def _assert_dropped_and_logged(
     assert logged[0].sender == message.sender.key
     assert logged[0].address == ADDRESS
     assert letter_was_on_disk and all(letter_was_on_disk)
-    assert message.body.encode() not in droplog.log_path(root).read_bytes()
+    assert message.body.encode() not in Path(droplog.log_path(root)).read_bytes()
 
 
 def test_a_refused_letter_is_logged_without_its_body_before_the_unlink(
@@ -314,7 +314,7 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
     context = Recording()
     receiver = hosts(post, context)
     bad_name = f"{NOW - 5:013d}-0badc0de.json"  # sorts first: it must not block the rest
-    inbox = mailbox.inbox_of(root, ADDRESS)
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
     inbox.mkdir(parents=True)
     (inbox / bad_name).write_bytes(b'{"v": 1, "id": "torn')
     letters = [deposit(root, f"good {n}", NOW + n) for n in range(2)]
@@ -323,7 +323,7 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
 
     assert context.ids == [m.id for m in letters]
     assert queued(root) == []
-    aside = mailbox.quarantine_of(root, ADDRESS)
+    aside = Path(mailbox.quarantine_of(root, ADDRESS))
     assert (aside / bad_name).read_bytes() == b'{"v": 1, "id": "torn'
     assert (aside / (bad_name + ".reason")).read_text().startswith("not JSON")
     assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [(bad_name, "malformed")]

@@ -48,7 +48,7 @@ def fill(root: Path, count: int, address: str = ADDRESS) -> list[Message]:
 
 def test_deposit_writes_one_0600_letter_in_a_0700_folder(root: Path) -> None:
     message = make_message()
-    path = mailbox.deposit(root, ADDRESS, message)
+    path = Path(mailbox.deposit(root, ADDRESS, message))
     assert path == inbox(root) / f"{message.id}.json"
     assert os.listdir(inbox(root)) == [f"{message.id}.json"]
     assert mode_of(path) == 0o600
@@ -80,11 +80,13 @@ def test_deposit_never_replaces_a_letter_with_the_same_id(root: Path) -> None:
 def test_a_deposit_that_fails_to_rename_leaves_nothing_visible(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def rename_fails(source: Path, target: Path) -> None:
+    def rename_fails(
+        folder: files.Folder, name: str, target: str, into: files.Folder | None = None
+    ) -> None:
         raise OSError(28, "No space left on device")
 
     mailbox.deposit(root, ADDRESS, make_message(NOW))
-    monkeypatch.setattr(files, "rename", rename_fails)
+    monkeypatch.setattr(files.Folder, "rename", rename_fails)
     with pytest.raises(OSError):
         mailbox.deposit(root, ADDRESS, make_message(NOW + 1))
     assert len(os.listdir(inbox(root))) == 1
@@ -169,7 +171,7 @@ def test_a_claim_is_exclusive_until_disposed(root: Path) -> None:
     assert mailbox.claim(root, ADDRESS, message.file_name) is None
     assert list(mailbox.claims(root, ADDRESS)) == []
     first.dispose()
-    assert not first.path.exists()
+    assert not Path(first.path).exists()
     assert mailbox.letter_names(root, ADDRESS) == []
     assert mailbox.claim(root, ADDRESS, message.file_name) is None
 
@@ -204,7 +206,7 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_claimed(root: Pat
     set_aside: list[Path] = []
     for claim in mailbox.claims(root, ADDRESS):
         if isinstance(claim.content, Rejected):
-            set_aside.append(claim.set_aside(claim.content.reason).path)
+            set_aside.append(Path(claim.set_aside(claim.content.reason).path))
         else:
             delivered.append(claim.content)
             claim.dispose()
@@ -283,7 +285,7 @@ def test_a_fifo_named_like_a_letter_does_not_block(root: Path) -> None:
 def test_wait_consumed_sees_the_letter_vanish(root: Path) -> None:
     path = mailbox.deposit(root, ADDRESS, make_message())
     assert mailbox.wait_consumed(path, timeout=0.05) is False
-    taker = mailbox.claim(root, ADDRESS, path.name)
+    taker = mailbox.claim(root, ADDRESS, os.path.basename(path))
     assert taker is not None
     taker.dispose()
     assert mailbox.wait_consumed(path, timeout=0.05) is True
@@ -321,14 +323,17 @@ class FolderWatcher(threading.Thread):
     def run(self) -> None:
         checked: set[str] = set()
         while not self.stop.is_set():
-            letters = [n for n in files.list_names(self.folder) if mailbox.is_letter_name(n)]
-            self.samples += 1
-            self.most = max(self.most, len(letters))
-            for name in set(letters) - checked:
-                checked.add(name)
-                raw = files.read_bounded(self.folder / name, 1 << 20)
-                if raw is None or not isinstance(parse(raw, name), Message):
-                    self.unreadable.append(name)
+            opened = files.open_root(self.folder)
+            assert opened is not None
+            with opened as folder:
+                letters = [n for n in folder.names() if mailbox.is_letter_name(n)]
+                self.samples += 1
+                self.most = max(self.most, len(letters))
+                for name in set(letters) - checked:
+                    checked.add(name)
+                    raw = folder.read_bounded(name, 1 << 20)
+                    if raw is None or not isinstance(parse(raw, name), Message):
+                        self.unreadable.append(name)
 
 
 def test_racing_sender_processes_never_overfill_a_mailbox(
@@ -346,7 +351,9 @@ def test_racing_sender_processes_never_overfill_a_mailbox(
     # Hold the mailbox lock until every sender waits on it, so that all of them
     # race for the last five places at once.
     senders: list[subprocess.Popen[str]] = []
-    with files.locked_dir(folder):
+    held = files.open_root(folder)
+    assert held is not None
+    with held, held.lock():
         try:
             for number in range(SENDERS):
                 command = [sys.executable, "-m", "pipost", "send", "--to", record.address]
@@ -425,9 +432,9 @@ def test_an_oversize_letter_keeps_only_its_head_in_quarantine(root: Path) -> Non
     name = "0000000000001-00000000.json"
     size = LETTER_READ_LIMIT * 3
     bad_letter(root, name, b"x" * size)
-    moved = mailbox.set_aside(root, ADDRESS, name, "file is too large")
-    assert moved.path.stat().st_size == LETTER_READ_LIMIT
-    reason = (moved.path.parent / (name + ".reason")).read_text()
+    moved = Path(mailbox.set_aside(root, ADDRESS, name, "file is too large").path)
+    assert moved.stat().st_size == LETTER_READ_LIMIT
+    reason = (moved.parent / (name + ".reason")).read_text()
     assert f"kept the first {LETTER_READ_LIMIT} of {size} bytes" in reason
     assert not (inbox(root) / name).exists()
 
@@ -435,12 +442,12 @@ def test_an_oversize_letter_keeps_only_its_head_in_quarantine(root: Path) -> Non
 def test_a_name_set_aside_twice_keeps_both(root: Path) -> None:
     name = "0000000000001-00000000.json"
     bad_letter(root, name, b"first")
-    first = mailbox.set_aside(root, ADDRESS, name, "one")
+    first = Path(mailbox.set_aside(root, ADDRESS, name, "one").path)
     bad_letter(root, name, b"second")
-    second = mailbox.set_aside(root, ADDRESS, name, "two")
-    assert first.path != second.path
-    assert first.path.read_bytes() == b"first"
-    assert second.path.read_bytes() == b"second"
+    second = Path(mailbox.set_aside(root, ADDRESS, name, "two").path)
+    assert first != second
+    assert first.read_bytes() == b"first"
+    assert second.read_bytes() == b"second"
     assert [q.reason for q in mailbox.quarantined(root)] == ["one", "two"]
 
 

@@ -162,7 +162,7 @@ def test_a_mailbox_filled_by_a_racing_sender_is_reported_with_what_was_queued(
     the second target: the refusal says which copy went out already."""
     real_deposit = mailbox.deposit
 
-    def racing_deposit(root: Path, address: str, message: Message) -> Path:
+    def racing_deposit(root: Path, address: str, message: Message) -> str:
         if address == offline.address:
             for offset in range(mailbox.CAP):
                 real_deposit(root, address, make_message(NOW + offset), durable=False)

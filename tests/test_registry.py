@@ -3,8 +3,6 @@ honest (INV-15), garbage is skipped, and messages outrank tidiness (INV-17)."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import itertools
 import json
 import os
@@ -168,7 +166,7 @@ def test_presence(
     expected: Presence,
 ) -> None:
     record = make_record("sess-presence", "/x", last_seen=NOW - beat_ago_ms)
-    record = dataclasses.replace(record, pid=pid, pid_start=pid_start)
+    record = record.replace(pid=pid, pid_start=pid_start)
     assert registry.presence(record, NOW, FakeProcessTable(table)) is expected
 
 
@@ -319,18 +317,18 @@ def test_a_deposit_whose_folder_is_swept_under_it_starts_again(
     """The sweep removes the empty folder between the deposit creating it and
     locking it; the deposit notices and creates it again (INV-17)."""
     address = address_of("sess-raced")
-    real_locked_dir = files.locked_dir
+    real_lock = files.Folder.lock
     swept: list[registry.SweepReport] = []
     interleaved = threading.Event()
 
-    def sweep_first(path: Path) -> contextlib.AbstractContextManager[None]:
+    def sweep_first(folder: files.Folder) -> files.FolderLock:
         if not interleaved.is_set():
             interleaved.set()
             swept.append(registry.sweep(root, NOW, FakeProcessTable()))
-        return real_locked_dir(path)
+        return real_lock(folder)
 
-    monkeypatch.setattr(files, "locked_dir", sweep_first)
-    path = mailbox.deposit(root, address, make_message())
+    monkeypatch.setattr(files.Folder, "lock", sweep_first)
+    path = Path(mailbox.deposit(root, address, make_message()))
     assert swept == [registry.SweepReport((), (address,))]
     assert path.is_file()
     assert mailbox.count(root, address) == 1
@@ -354,7 +352,7 @@ def test_a_sweep_racing_deposits_never_loses_one(
         try:
             for index, address in enumerate(addresses[::-1][number::depositors]):
                 message = make_message(NOW + index, body=f"{number}/{index}")
-                returned.append(mailbox.deposit(root, address, message, durable=False))
+                returned.append(Path(mailbox.deposit(root, address, message, durable=False)))
         except BaseException as error:
             failures.append(error)
 
@@ -383,3 +381,22 @@ def test_a_sweep_racing_deposits_never_loses_one(
     assert sorted(path.parent.name for path in returned) == addresses
     for path in returned:
         assert mailbox.letter_names(root, path.parent.name) == [path.name]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"address": "s-000000000000"},
+        {"session_id": "other"},
+        {"name": "other"},
+        {"cwd": "/other"},
+        {"started_at": 1},
+        {"last_seen": 1},
+        {"pid": 7},
+        {"pid_start": "7"},
+    ],
+)
+def test_records_differing_in_a_field_we_write_are_unequal(change: dict[str, object]) -> None:
+    record = make_record("equal", "/work", pid=5, pid_start="5")
+    assert record.replace(**change) != record
+    assert record.replace(extra={"other": "writer"}) == record

@@ -93,7 +93,7 @@ FAULTS: tuple[Fault, ...] = (
         "a shared claim lock",
         _one("files.py", "fcntl.LOCK_EX | fcntl.LOCK_NB", "fcntl.LOCK_SH | fcntl.LOCK_NB"),
         (
-            "tests/test_files.py::test_try_lock_file_is_exclusive_while_held",
+            "tests/test_files.py::test_try_lock_is_exclusive_while_held",
             f"{MAILBOX_TESTS}::test_a_claim_is_exclusive_until_disposed",
             f"{HOST_TESTS}::test_two_receivers_on_one_address_enter_every_letter_exactly_once",
         ),
@@ -103,10 +103,13 @@ FAULTS: tuple[Fault, ...] = (
         _one(
             "files.py",
             "        try:\n"
-            "            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "            fcntl.flock(handle.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
             "        except BlockingIOError:\n"
-            "            os.close(fd)\n"
-            "            return None\n",
+            "            handle.close()\n"
+            "            return None\n"
+            "        except BaseException:\n"
+            "            handle.close()\n"
+            "            raise\n",
             "",
         ),
         (
@@ -118,29 +121,27 @@ FAULTS: tuple[Fault, ...] = (
         "count-then-write backlog",
         _one(
             "mailbox.py",
-            '        files.ensure_dirs(root, "inbox", address)\n'
-            "        try:\n"
-            "            with files.locked_dir(folder):\n"
-            "                queued = count(root, address)\n",
-            '        files.ensure_dirs(root, "inbox", address)\n'
-            "        queued = count(root, address)  # taken before the lock\n"
-            "        try:\n"
-            "            with files.locked_dir(folder):\n",
+            '        with files.make(root, "inbox", address) as folder:\n'
+            "            try:\n"
+            "                with folder.lock():\n"
+            "                    queued = len(letters_in(folder))\n",
+            '        with files.make(root, "inbox", address) as folder:\n'
+            "            queued = len(letters_in(folder))  # taken before the lock\n"
+            "            try:\n"
+            "                with folder.lock():\n",
         ),
         (f"{MAILBOX_TESTS}::test_racing_sender_processes_never_overfill_a_mailbox",),
     ),
     Fault(
         "a sweep that deletes a non-empty mailbox",
         (
-            Edit("registry.py", "import secrets\n", "import secrets\nimport shutil\n"),
+            Edit("registry.py", "import os\n", "import os\nimport shutil\n"),
             Edit(
                 "registry.py",
                 "            if mailbox_is_sweepable(address in recorded, entries) "
-                "and files.remove_empty_dir(\n"
-                "                folder\n"
-                "            ):\n",
+                "and inbox.remove_empty(address):\n",
                 "            if mailbox_is_sweepable(address in recorded, 0):\n"
-                "                shutil.rmtree(folder)\n",
+                "                shutil.rmtree(inbox.name(address))\n",
             ),
         ),
         (
@@ -164,9 +165,9 @@ FAULTS: tuple[Fault, ...] = (
         "a deposit without flush",
         _one(
             "mailbox.py",
-            "    data = encode(message)\n    folder = inbox_of(root, address)\n",
+            "    data = encode(message)\n    checked(address)\n",
             "    durable = False  # forced: no fsync of the letter, no flush of the folder\n"
-            "    data = encode(message)\n    folder = inbox_of(root, address)\n",
+            "    data = encode(message)\n    checked(address)\n",
         ),
         ("tests/invariants/test_power_loss.py",),
     ),
@@ -174,7 +175,7 @@ FAULTS: tuple[Fault, ...] = (
         "a deposit that never flushes its folder",
         _one(
             "mailbox.py",
-            "                if durable:\n                    files.flush_dir(folder)\n",
+            "                    if durable:\n                        folder.flush()\n",
             "",
         ),
         ("tests/invariants/test_power_loss.py",),
@@ -245,8 +246,8 @@ FAULTS: tuple[Fault, ...] = (
         "the cap lets a 51st letter in",
         _one(
             "mailbox.py",
-            "                if queued >= CAP:\n",
-            "                if queued > CAP:\n",
+            "                    if queued >= CAP:\n",
+            "                    if queued > CAP:\n",
         ),
         (f"{MAILBOX_TESTS}::test_deposit_refuses_the_51st_letter_and_writes_nothing",),
     ),
@@ -263,9 +264,11 @@ FAULTS: tuple[Fault, ...] = (
         "a deposit replaces a letter with the same id",
         _one(
             "mailbox.py",
-            "                if final.exists():\n"
-            "                    raise FileExistsError("
-            'errno.EEXIST, "a letter with this id exists", str(final))\n',
+            "                    if folder.exists(final):\n"
+            "                        raise FileExistsError(\n"
+            '                            errno.EEXIST, "a letter with this id exists", '
+            "folder.name(final)\n"
+            "                        )\n",
             "",
         ),
         (f"{MAILBOX_TESTS}::test_deposit_never_replaces_a_letter_with_the_same_id",),
@@ -274,8 +277,8 @@ FAULTS: tuple[Fault, ...] = (
         "a bad letter is destroyed, not set aside",
         _one(
             "mailbox.py",
-            "        files.rename(source, folder / kept)\n",
-            "        files.unlink(source)\n",
+            "                inbox.rename(name, kept, into=folder)\n",
+            "                inbox.unlink(name)\n",
         ),
         (
             f"{HOST_TESTS}::test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered",
@@ -311,7 +314,7 @@ FAULTS: tuple[Fault, ...] = (
         _one(
             "registry.py",
             "    write(root, offline)\n    return offline\n",
-            "    files.unlink(record_path(root, record.address))\n    return offline\n",
+            "    os.unlink(record_path(root, record.address))\n    return offline\n",
         ),
         (
             f"{REGISTRY_TESTS}::test_shutdown_keeps_the_record_without_its_pid",
@@ -324,8 +327,8 @@ FAULTS: tuple[Fault, ...] = (
             "mailbox.py",
             "    if not is_address(address):\n"
             '        raise ValueError(f"not an address: {address!r}")\n'
-            '    return root / "inbox" / address\n',
-            '    return root / "inbox" / address\n',
+            "    return address\n",
+            "    return address\n",
         ),
         (f"{MAILBOX_TESTS}::test_deposit_refuses_an_address_that_is_not_one",),
     ),

@@ -82,7 +82,7 @@ class Hostile:
 
     @property
     def inbox(self) -> Path:
-        return mailbox.inbox_of(self.root, self.receiver.address)
+        return Path(mailbox.inbox_of(self.root, self.receiver.address))
 
     def remember_outside(self) -> None:
         self.outside_before = fingerprint(self.outside)
@@ -298,7 +298,7 @@ def hostile_in_quarantine(context: Context, text: str) -> None:
     reasons = {entry.name: entry.reason for entry in mailbox.quarantined(the.root)}
     assert the.hostile_name in reasons, f"quarantine holds {sorted(reasons)}"
     assert text in reasons[the.hostile_name], reasons[the.hostile_name]
-    kept = mailbox.quarantine_of(the.root, the.receiver.address) / the.hostile_name
+    kept = Path(mailbox.quarantine_of(the.root, the.receiver.address)) / the.hostile_name
     assert os.lstat(kept).st_size <= 1 * MiB, "the quarantine keeps no more than a head"
 
 
@@ -332,7 +332,7 @@ def symlink_in_quarantine(context: Context, text: str) -> None:
     hostile_in_quarantine(context, text)
     the = hostile(context)
     assert the.hostile_name is not None
-    kept = mailbox.quarantine_of(the.root, the.receiver.address) / the.hostile_name
+    kept = Path(mailbox.quarantine_of(the.root, the.receiver.address)) / the.hostile_name
     assert stat.S_ISLNK(os.lstat(kept).st_mode), "the link was replaced by what it points at"
     assert Path(os.readlink(kept)).parent == the.outside
 
@@ -384,7 +384,9 @@ def record_outside(context: Context, label: str) -> None:
 def symlinked_record(context: Context, label: str) -> None:
     the = hostile(context)
     address = the.addresses[label]
-    os.symlink(the.outside / f"{label}.json", registry.registry_dir(the.root) / f"{address}.json")
+    os.symlink(
+        the.outside / f"{label}.json", Path(registry.registry_dir(the.root)) / f"{address}.json"
+    )
 
 
 # -- the tree ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from behave.runner import Context
 
 from pipost import droplog, mailbox, registry
 from pipost.address import address_of
+from pipost.files import StrPath
 from pipost.host import POLL_S, Delivery, Host, TranscriptContext
 from pipost.host import Context as HostContext
 from pipost.message import Message, Sender, new_message
@@ -290,8 +291,8 @@ class Reception:
         """Note, for every drop recorded, whether its letter was still on disk."""
         real_record = droplog.record
 
-        def record(root: Path, drop: droplog.Drop) -> None:
-            letter = mailbox.inbox_of(root, drop.address) / drop.letter
+        def record(root: StrPath, drop: droplog.Drop) -> None:
+            letter = Path(mailbox.inbox_of(root, drop.address)) / drop.letter
             self.letter_on_disk_at_drop.append(letter.exists())
             real_record(root, drop)
 
@@ -424,7 +425,7 @@ def unwritable_registry(context: Context) -> None:
 def damaged_letter(context: Context) -> None:
     rx = reception(context)
     name = f"{rx.clock.now - 60_000:013d}-0badc0de.json"
-    (mailbox.inbox_of(rx.root, rx.address) / name).write_bytes(b'{"v": 1, "id": "torn')
+    (Path(mailbox.inbox_of(rx.root, rx.address)) / name).write_bytes(b'{"v": 1, "id": "torn')
     rx.damaged_letter = name
 
 
@@ -610,7 +611,7 @@ def mailbox_empty(context: Context) -> None:
 def damaged_in_quarantine(context: Context) -> None:
     rx = reception(context)
     assert rx.damaged_letter is not None
-    aside = mailbox.quarantine_of(rx.root, rx.address)
+    aside = Path(mailbox.quarantine_of(rx.root, rx.address))
     assert (aside / rx.damaged_letter).read_bytes() == b'{"v": 1, "id": "torn'
     assert (aside / (rx.damaged_letter + ".reason")).read_text().strip()
 
@@ -639,7 +640,7 @@ def message_in_drop_log(context: Context, reason: str) -> None:
 
 @then('the drop log does not contain "{text}"')
 def drop_log_lacks(context: Context, text: str) -> None:
-    log = droplog.log_path(reception(context).root)
+    log = Path(droplog.log_path(reception(context).root))
     assert log.exists(), "nothing was logged"
     assert text.encode() not in log.read_bytes()
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TextIO
 
 from pipost import files, format, mailbox, registry
 from pipost.address import address_of, is_address
 from pipost.message import Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
-from pipost.registry import OsProcessTable, ProcessTable
+from pipost.registry import OsProcessTable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import TextIO
+
+    from pipost.registry import ProcessTable
 
 USAGE = (
     "usage: pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>]"
@@ -152,18 +155,28 @@ class HelpRequested(Exception):
     """--help or -h stood where an option can stand."""
 
 
-@dataclass
 class Context:
     """What a command may touch, injectable so that tests run it in-process."""
 
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    cwd: str | None = None
-    stdin: TextIO = field(default_factory=lambda: sys.stdin)
-    stdout: TextIO = field(default_factory=lambda: sys.stdout)
-    stderr: TextIO = field(default_factory=lambda: sys.stderr)
-    clock: Callable[[], int] = wall_clock_ms
-    processes: ProcessTable = field(default_factory=OsProcessTable)
-    receipt_wait: float | None = None
+    def __init__(
+        self,
+        environ: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        processes: ProcessTable | None = None,
+        receipt_wait: float | None = None,
+    ) -> None:
+        self.environ: Mapping[str, str] = dict(os.environ) if environ is None else environ
+        self.cwd = cwd
+        self.stdin: TextIO = sys.stdin if stdin is None else stdin
+        self.stdout: TextIO = sys.stdout if stdout is None else stdout
+        self.stderr: TextIO = sys.stderr if stderr is None else stderr
+        self.clock = clock
+        self.processes: ProcessTable = OsProcessTable() if processes is None else processes
+        self.receipt_wait = receipt_wait
 
     def working_dir(self) -> str:
         return self.cwd or os.getcwd()
@@ -390,6 +403,8 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     environ.update(PI_SESSION_ID=session_id, PI_SESSION_ADDRESS=address)
     context: host.Context
     if "--transcript" in options:
+        from pathlib import Path  # here, not at the top: only a transcript needs it
+
         context = host.TranscriptContext(Path(options["--transcript"][-1]))
     elif "--exec" in options:
         context = host.ExecContext(options["--exec"][-1], environ)

@@ -78,10 +78,10 @@ def parts() -> Parts:
         _SAMPLE_ADDRESS, "session", "name", "/", 0, 0, pid=1, pid_start="start"
     )
     root = Path("ROOT")
-    letter = mailbox.inbox_of(root, _SAMPLE_ADDRESS) / (_SAMPLE_ID + message.SUFFIX)
+    letter = Path(mailbox.inbox_of(root, _SAMPLE_ADDRESS)) / (_SAMPLE_ID + message.SUFFIX)
 
-    def named(path: Path) -> str:
-        text = str(path.relative_to(root))
+    def named(path: str | Path) -> str:
+        text = str(Path(path).relative_to(root))
         return text.replace(_SAMPLE_ADDRESS, "<address>").replace(_SAMPLE_ID, "<id>")
 
     return {

@@ -386,7 +386,7 @@ class InProcessDriver:
         if session_id not in self._receivers:
             address = address_of(session_id)
             record = registry.read(self.root, address)
-            context = RecordingContext(mailbox.inbox_of(self.root, address))
+            context = RecordingContext(Path(mailbox.inbox_of(self.root, address)))
             receiver = host.Host(
                 self.post,
                 session_id,

@@ -15,10 +15,10 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pipost import files
+from pipost.files import StrPath
 
 LIMIT = 1024 * 1024
 _FIELD_LIMIT = 512
@@ -45,45 +45,52 @@ class Drop:
         }
 
 
-def log_path(root: Path) -> Path:
-    return root / "log" / "drops.jsonl"
+LOG_NAME = "drops.jsonl"
+ROTATED_NAME = "drops.jsonl.1"
 
 
-def record(root: Path, drop: Drop) -> None:
+def log_path(root: StrPath) -> str:
+    return os.path.join(root, "log", LOG_NAME)
+
+
+def record(root: StrPath, drop: Drop) -> None:
     """Append one line, flushed; rotate first when the file is past LIMIT."""
     fields = {k: v[:_FIELD_LIMIT] if isinstance(v, str) else v for k, v in drop.to_json().items()}
     data = (json.dumps(fields, ensure_ascii=False) + "\n").encode("utf-8", "replace")
-    folder = files.ensure_dirs(root, "log")
-    path = log_path(root)
-    while True:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, files.FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            # Another writer may have rotated the file while we waited for the lock.
-            if not _is_current(path, fd):
-                continue
-            size = os.fstat(fd).st_size
-            if size and size + len(data) > LIMIT:  # an empty file takes any line: no endless loop
-                files.rename(path, folder / "drops.jsonl.1")
-                continue
-            os.write(fd, data)
-            os.fsync(fd)
-            return
-        finally:
-            os.close(fd)
+    with files.make(root, "log") as folder:
+        while True:
+            fd = folder.open_append(LOG_NAME)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                # Another writer may have rotated the file while we waited for the lock.
+                if not _is_current(folder, fd):
+                    continue
+                size = os.fstat(fd).st_size
+                if size and size + len(data) > LIMIT:  # an empty file takes any line
+                    folder.rename(LOG_NAME, ROTATED_NAME)
+                    continue
+                os.write(fd, data)
+                os.fsync(fd)
+                return
+            finally:
+                os.close(fd)
 
 
-def _is_current(path: Path, fd: int) -> bool:
+def _is_current(folder: files.Folder, fd: int) -> bool:
     try:
-        return os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        return folder.lstat(LOG_NAME).st_ino == os.fstat(fd).st_ino
     except FileNotFoundError:
         return False
 
 
-def read(root: Path) -> Iterator[Drop]:
+def read(root: StrPath) -> Iterator[Drop]:
     """Oldest first, across the rotated file and the current one; bad lines skipped."""
-    for path in (log_path(root).with_name("drops.jsonl.1"), log_path(root)):
-        raw = files.read_bounded(path, 2 * LIMIT)
+    folder = files.walk(root, "log")
+    if folder is None:
+        return
+    with folder:
+        raws = [folder.read_bounded(name, 2 * LIMIT) for name in (ROTATED_NAME, LOG_NAME)]
+    for raw in raws:
         if raw is None:
             continue
         for line in raw.decode("utf-8", "replace").splitlines():

@@ -1,24 +1,39 @@
-"""The thin I/O layer: every write, rename, flush and lock pipost makes on disk.
+"""The thin I/O layer: every open, write, rename, flush and lock pipost makes on disk.
 
 Kept apart so that the decisions stay pure and so that tests can stand between
 pipost and the disk (to record what was flushed, or to fail a write). The rules
 here are the maildir rules: create exclusively, flush the file, rename into
-place, flush the folder; never follow a symlink where pipost expects a folder
-or a file of its own.
+place, flush the folder.
+
+Nothing below the root is reached by a path. The root is opened once, without
+following a symlink, and checked; every folder and file under it is then opened
+relative to the descriptor of the folder that holds it, again without following
+a symlink (INV-22). So a symlink swapped in for ``inbox/`` or a mailbox after a
+check is refused, never followed, and a path is never walked twice. Paths are
+kept only to name things in messages.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 import stat
-from collections.abc import Iterator
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Self
+
+StrPath = str | os.PathLike[str]
+"""The root as callers hold it; nothing below it is reached by a path."""
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+# A FIFO or a device opened non-blocking never stalls us; it is refused after fstat.
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
 
 
 class UnsafePath(OSError):
@@ -29,7 +44,7 @@ class Vanished(OSError):
     """A folder was removed (by a sweep) while we waited for its lock."""
 
 
-def check_private(path: Path, info: os.stat_result) -> None:
+def check_private(path: str, info: os.stat_result) -> None:
     """Refuse a folder that someone else owns or that others can write into:
     whoever can write there can forge mail or swap in a symlink."""
     uid = os.geteuid()
@@ -38,160 +53,322 @@ def check_private(path: Path, info: os.stat_result) -> None:
             errno.EPERM,
             f"owned by uid {info.st_uid}, not by you (uid {uid}); "
             "pi-post only uses folders of your own",
-            str(path),
+            path,
         )
     if info.st_mode & 0o022:
         raise UnsafePath(
             errno.EPERM,
             f"writable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
             f"make it private: chmod 700 {path}",
-            str(path),
+            path,
         )
 
 
-def check_root(root: Path) -> bool:
-    """Refuse an unsafe root folder before anything in it is trusted; False when
-    there is no root yet (nothing has been sent or registered)."""
+def open_root(root: StrPath) -> Folder | None:
+    """Open the root folder, refusing a symlink, a non-folder or a folder that is not
+    private; None when there is no root yet (nothing sent or registered)."""
+    path = _root_path(root)
     try:
-        info = os.lstat(root)
+        fd = os.open(path, _FOLDER)
     except FileNotFoundError:
-        return False
-    if stat.S_ISLNK(info.st_mode):
-        raise UnsafePath(
-            errno.ELOOP,
-            "a symlink, which pi-post never follows; point PI_POST_DIR at the real folder",
-            str(root),
-        )
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafePath(errno.ENOTDIR, "not a folder", str(root))
-    check_private(root, info)
-    return True
-
-
-def ensure_dir(path: Path) -> None:
-    """Create ``path`` (0700) if missing; refuse a symlink, a non-folder, or a
-    folder that is not private."""
-    while True:
-        try:
-            os.mkdir(path, DIR_MODE)
-        except FileExistsError:
-            pass
-        else:
-            flush_dir(path.parent)  # the new name in its parent must survive power loss
-            return
-        try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            continue  # an empty mailbox swept away since mkdir saw it: make it again
-        if not stat.S_ISDIR(info.st_mode):
-            raise UnsafePath(errno.ENOTDIR, "not a folder (a symlink is never followed)", str(path))
-        check_private(path, info)
-        return
-
-
-def ensure_dirs(root: Path, *parts: str) -> Path:
-    """``root/parts...``, each level created 0700 and checked, the root included
-    (its missing parents too, as ``~/.pi/agent`` may not exist yet)."""
-    if not check_root(root):
-        os.makedirs(root.parent, DIR_MODE, exist_ok=True)
-        ensure_dir(root)
-    path = root
-    for part in parts:
-        path = path / part
-        ensure_dir(path)
-    return path
-
-
-def write_new(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write a file that must not exist yet (O_EXCL, never through a symlink);
-    on any failure nothing is left behind."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    os.close(fd)
-
-
-def rename(source: Path, target: Path) -> None:
-    os.rename(source, target)
-
-
-def unlink(path: Path) -> None:
-    os.unlink(path)
-
-
-def flush_dir(path: Path) -> None:
-    """Make a rename or unlink in ``path`` survive power loss."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def remove_empty_dir(path: Path) -> bool:
-    """rmdir; False when the folder is not empty (a racing deposit) or gone."""
-    try:
-        os.rmdir(path)
+        return None
     except OSError as error:
-        if error.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
-            return False
-        raise
-    return True
-
-
-def list_names(path: Path) -> list[str]:
-    """Names in a folder; an absent folder is empty. A symlink standing where the
-    folder should be is refused, not followed."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return []
-    except OSError as error:
+        # O_NOFOLLOW with O_DIRECTORY reports a symlink as ELOOP or as ENOTDIR.
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafePath(
-                error.errno, "not a folder (a symlink is never followed)", str(path)
-            ) from None
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                raise UnsafePath(
+                    errno.ELOOP,
+                    "a symlink, which pi-post never follows; point PI_POST_DIR at the real folder",
+                    path,
+                ) from None
+            raise UnsafePath(errno.ENOTDIR, "not a folder", path) from None
         raise
-    try:
-        check_private(path, os.fstat(fd))
-        return os.listdir(fd)
-    finally:
+    return Folder.checked(fd, path)
+
+
+def make_root(root: StrPath) -> Folder:
+    """The root folder, made (0700) with its parents if missing: ``~/.pi/agent`` may
+    not exist yet."""
+    found = open_root(root)
+    if found is not None:
+        return found
+    parent_path, name = os.path.split(os.path.abspath(_root_path(root)))
+    os.makedirs(parent_path, DIR_MODE, exist_ok=True)
+    # The root's parents are the user's business: they may be links, or /tmp.
+    with Folder(os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY), parent_path) as parent:
+        return parent.make(name)
+
+
+def _root_path(root: StrPath) -> str:
+    # "post/" would follow a symlink "post" despite O_NOFOLLOW.
+    return os.fspath(root).rstrip("/") or "/"
+
+
+def check_root(root: StrPath) -> bool:
+    """Refuse an unsafe root before anything in it is trusted; False when absent."""
+    folder = open_root(root)
+    if folder is None:
+        return False
+    folder.close()
+    return True
+
+
+def walk(root: StrPath, *parts: str) -> Folder | None:
+    """The folder ``root/parts...``, each level opened from the one above it; None
+    when a level (the root included) is missing."""
+    top = open_root(root)
+    if top is None or not parts:
+        return top
+    with top:
+        return top.walk(*parts)
+
+
+def make(root: StrPath, *parts: str) -> Folder:
+    """The folder ``root/parts...``, each missing level made (0700, flushed)."""
+    top = make_root(root)
+    if not parts:
+        return top
+    with top:
+        return top.make(*parts)
+
+
+class Folder:
+    """An open folder of pipost's tree; names are reached relative to it."""
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+        """For messages only: nothing is opened by it."""
+
+    @classmethod
+    def checked(cls, fd: int, path: str) -> Folder:
+        """Take ``fd`` over, closing it if the folder is not private."""
+        try:
+            check_private(path, os.fstat(fd))
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, path)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def name(self, name: str) -> str:
+        """The path of ``name`` in this folder, for messages."""
+        return os.path.join(self.path, name)
+
+    # -- folders ------------------------------------------------------------------------
+
+    def child(self, name: str) -> Folder | None:
+        """The sub-folder ``name``, or None when absent; a symlink, a file or a folder
+        that is not private stands there: UnsafePath."""
+        try:
+            fd = os.open(name, _FOLDER, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UnsafePath(
+                    error.errno, "not a folder (a symlink is never followed)", self.name(name)
+                ) from None
+            raise
+        return Folder.checked(fd, self.name(name))
+
+    def walk(self, first: str, *rest: str) -> Folder | None:
+        """A new Folder for ``first/rest...`` below this one; None when a level is missing."""
+        folder = self.child(first)
+        for part in rest:
+            if folder is None:
+                return None
+            with folder:
+                folder = folder.child(part)
+        return folder
+
+    def make(self, first: str, *rest: str) -> Folder:
+        """A new Folder for ``first/rest...`` below this one, missing levels made (0700)."""
+        folder = self._make_one(first)
+        for part in rest:
+            with folder:
+                folder = folder._make_one(part)
+        return folder
+
+    def _make_one(self, name: str) -> Folder:
+        while True:
+            try:
+                os.mkdir(name, DIR_MODE, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+            else:
+                self.flush()  # the new name must survive power loss
+            made = self.child(name)
+            if made is not None:
+                return made
+            # An empty mailbox swept away since mkdir saw it: make it again.
+
+    def remove_empty(self, name: str) -> bool:
+        """rmdir; False when the folder is not empty (a racing deposit) or gone."""
+        try:
+            os.rmdir(name, dir_fd=self.fd)
+        except OSError as error:
+            if error.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                return False
+            raise
+        return True
+
+    def names(self) -> list[str]:
+        return os.listdir(self.fd)
+
+    def lock(self) -> FolderLock:
+        """The folder's exclusive lock, for a ``with`` block.
+
+        Deposits count and rename under it, and a sweep removes the folder under
+        it; a deposit that wakes up holding the lock of a removed folder gets
+        Vanished and starts again. The kernel drops the lock if the holder dies."""
+        return FolderLock(self)
+
+    def flush(self) -> None:
+        """Make a create, rename or unlink in this folder survive power loss."""
+        os.fsync(self.fd)
+
+    # -- files --------------------------------------------------------------------------
+
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def lstat(self, name: str) -> os.stat_result:
+        return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+
+    def write_new(self, name: str, data: bytes, *, durable: bool = True) -> None:
+        """Write a file that must not exist yet (O_EXCL, never through a symlink);
+        on any failure nothing is left behind."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(name, flags, FILE_MODE, dir_fd=self.fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(name, dir_fd=self.fd)
+            except OSError:
+                pass
+            raise
         os.close(fd)
 
+    def rename(self, name: str, target: str, into: Folder | None = None) -> None:
+        """Move ``name`` to ``target`` in this folder or in ``into``."""
+        os.rename(name, target, src_dir_fd=self.fd, dst_dir_fd=(into or self).fd)
 
-@contextlib.contextmanager
-def locked_dir(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the folder itself while the block runs.
+    def unlink(self, name: str) -> None:
+        os.unlink(name, dir_fd=self.fd)
 
-    Deposits count and rename under it, and a sweep removes the folder under it;
-    a deposit that wakes up holding the lock of a removed folder gets Vanished
-    and starts again. The kernel drops the lock if the holder dies."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise Vanished(errno.ENOENT, "folder vanished", str(path)) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if os.fstat(fd).st_nlink == 0:
-            raise Vanished(errno.ENOENT, "folder vanished", str(path))
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+    def open_file(self, name: str) -> OpenFile | None:
+        """A regular file opened for reading; None when it is missing. A symlink, a
+        FIFO or anything else that is not a plain file: UnsafePath."""
+        try:
+            fd = os.open(name, _FILE, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise UnsafePath(
+                    error.errno, "a symlink is never followed", self.name(name)
+                ) from None
+            raise
+        handle = OpenFile(fd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafePath(errno.EINVAL, "not a regular file", self.name(name))
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+    def read_bounded(self, name: str, limit: int) -> bytes | None:
+        """At most ``limit + 1`` bytes of a regular file; None when it is missing."""
+        handle = self.open_file(name)
+        if handle is None:
+            return None
+        try:
+            return handle.read(limit)
+        finally:
+            handle.close()
+
+    def try_lock(self, name: str) -> OpenFile | None:
+        """Lock the file ``name`` exclusively, or None if another holder has it or it
+        is gone. The lock lives as long as the returned descriptor."""
+        handle = self.open_file(name)
+        if handle is None:
+            return None
+        try:
+            fcntl.flock(handle.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return None
+        except BaseException:
+            handle.close()
+            raise
+        if os.fstat(handle.fd).st_nlink == 0:  # disposed by the holder we waited behind
+            handle.close()
+            return None
+        return handle
+
+    def open_append(self, name: str) -> int:
+        """A descriptor that appends to ``name`` (created 0600), never through a symlink."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        return os.open(name, flags, FILE_MODE, dir_fd=self.fd)
+
+
+class FolderLock:
+    __slots__ = ("folder",)
+
+    def __init__(self, folder: Folder) -> None:
+        self.folder = folder
+
+    def __enter__(self) -> Folder:
+        fcntl.flock(self.folder.fd, fcntl.LOCK_EX)
+        if os.fstat(self.folder.fd).st_nlink == 0:
+            fcntl.flock(self.folder.fd, fcntl.LOCK_UN)
+            raise Vanished(errno.ENOENT, "folder vanished", self.folder.path)
+        return self.folder
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        fcntl.flock(self.folder.fd, fcntl.LOCK_UN)
 
 
 class OpenFile:
-    """An open descriptor. From try_lock_file it also holds the exclusive lock of a
+    """An open descriptor. From Folder.try_lock it also holds the exclusive lock of a
     claim, which lives as long as the descriptor: the kernel releases it when the
     holder dies, so a crashed receiver never strands a message."""
+
+    __slots__ = ("fd",)
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -212,55 +389,3 @@ class OpenFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-def try_lock_file(path: Path) -> OpenFile | None:
-    """Lock ``path`` exclusively, or None if another holder has it or it is gone.
-
-    Raises UnsafePath for a symlink or a non-regular file (a FIFO never blocks us:
-    it is opened non-blocking and refused)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise UnsafePath(error.errno, "a symlink is never followed", str(path)) from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(errno.EINVAL, "not a regular file", str(path))
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        if os.fstat(fd).st_nlink == 0:  # disposed by the holder we waited behind
-            os.close(fd)
-            return None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-        raise
-    return OpenFile(fd)
-
-
-def read_bounded(path: Path, limit: int) -> bytes | None:
-    """Read a regular file without following symlinks, at most ``limit + 1`` bytes;
-    None when it is missing. Raises UnsafePath for a symlink or a non-file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise UnsafePath(error.errno, "a symlink is never followed", str(path)) from None
-        raise
-    handle = OpenFile(fd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafePath(errno.EINVAL, "not a regular file", str(path))
-        return handle.read(limit)
-    finally:
-        handle.close()

@@ -41,6 +41,7 @@ from typing import IO, Any, Protocol
 
 from pipost import droplog, files, format, mailbox, registry
 from pipost.address import address_of
+from pipost.files import StrPath
 from pipost.message import Message, Rejected, to_json
 from pipost.policy import (
     ASK_DECLINED,
@@ -122,7 +123,7 @@ class Host:
         return address_of(self.session_id)
 
     @property
-    def root(self) -> Path:
+    def root(self) -> StrPath:
         return self.post.root
 
     # -- lifecycle ----------------------------------------------------------------
@@ -130,7 +131,7 @@ class Host:
     def start(self) -> None:
         """Register, make sure the mailbox exists, take the mail that waited."""
         self._register()
-        files.ensure_dirs(self.root, "inbox", self.address)
+        files.make(self.root, "inbox", self.address).close()
         self._watch = FolderWatch(
             mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
         )

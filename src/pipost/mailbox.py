@@ -15,17 +15,21 @@ Reading (names, count, peek) changes nothing on disk (INV-16).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from pipost import files, watch
 from pipost.address import is_address
 from pipost.message import LETTER_READ_LIMIT, SUFFIX, Message, Rejected, encode, parse
+from pipost.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Final
+
+    from pipost.files import Folder, StrPath
 
 CAP = 50
 """Most messages a mailbox holds queued; the next send to it is refused."""
@@ -44,15 +48,25 @@ class MailboxFull(Exception):
         self.queued = queued
 
 
-def inbox_root(root: Path) -> Path:
-    return root / "inbox"
-
-
-def inbox_of(root: Path, address: str) -> Path:
-    """The mailbox folder; the address is checked before any path is built (INV-22)."""
+def checked(address: str) -> str:
+    """The address, checked before it becomes a path component (INV-22)."""
     if not is_address(address):
         raise ValueError(f"not an address: {address!r}")
-    return root / "inbox" / address
+    return address
+
+
+def inbox_root(root: StrPath) -> str:
+    return os.path.join(root, "inbox")
+
+
+def inbox_of(root: StrPath, address: str) -> str:
+    """The mailbox folder's path (for watching and for messages)."""
+    return os.path.join(root, "inbox", checked(address))
+
+
+def open_inbox(root: StrPath, address: str) -> Folder | None:
+    """The mailbox folder, reached from the root without following a link; None if absent."""
+    return files.walk(root, "inbox", checked(address))
 
 
 def is_letter_name(name: str) -> bool:
@@ -60,70 +74,87 @@ def is_letter_name(name: str) -> bool:
     return name.endswith(SUFFIX) and not name.startswith(".")
 
 
-def letter_names(root: Path, address: str) -> list[str]:
+def letters_in(folder: Folder) -> list[str]:
     """Queued letters, oldest first (ids sort by time; INV-07)."""
-    return sorted(n for n in files.list_names(inbox_of(root, address)) if is_letter_name(n))
+    return sorted(name for name in folder.names() if is_letter_name(name))
 
 
-def count(root: Path, address: str) -> int:
+def letter_names(root: StrPath, address: str) -> list[str]:
+    folder = open_inbox(root, address)
+    if folder is None:
+        return []
+    with folder:
+        return letters_in(folder)
+
+
+def count(root: StrPath, address: str) -> int:
     return len(letter_names(root, address))
 
 
-def mailbox_addresses(root: Path) -> list[str]:
+def mailbox_addresses(root: StrPath) -> list[str]:
     """Addresses that have a mailbox folder."""
-    return sorted(n for n in files.list_names(inbox_root(root)) if is_address(n))
+    folder = files.walk(root, "inbox")
+    if folder is None:
+        return []
+    with folder:
+        return sorted(name for name in folder.names() if is_address(name))
 
 
-def deposit(root: Path, address: str, message: Message, *, durable: bool = True) -> Path:
+def deposit(root: StrPath, address: str, message: Message, *, durable: bool = True) -> str:
     """Queue ``message`` for ``address``; returns the letter's path.
 
     Raises MailboxFull with nothing written. A sweep that removes the folder
     while we wait for its lock makes us start again (INV-17)."""
     data = encode(message)
-    folder = inbox_of(root, address)
+    checked(address)
     for _ in range(_DEPOSIT_ATTEMPTS):
-        files.ensure_dirs(root, "inbox", address)
-        try:
-            with files.locked_dir(folder):
-                queued = count(root, address)
-                if queued >= CAP:
-                    raise MailboxFull(address, queued)
-                final = folder / message.file_name
-                if final.exists():
-                    raise FileExistsError(errno.EEXIST, "a letter with this id exists", str(final))
-                temporary = folder / (message.file_name + TMP_SUFFIX)
-                files.write_new(temporary, data, durable=durable)
-                try:
-                    files.rename(temporary, final)
-                except BaseException:
-                    files.unlink(temporary)
-                    raise
-                if durable:
-                    files.flush_dir(folder)
-                return final
-        except files.Vanished:
-            continue
-    raise OSError(errno.EAGAIN, "mailbox folder kept vanishing", str(folder))
+        with files.make(root, "inbox", address) as folder:
+            try:
+                with folder.lock():
+                    queued = len(letters_in(folder))
+                    if queued >= CAP:
+                        raise MailboxFull(address, queued)
+                    final = message.file_name
+                    if folder.exists(final):
+                        raise FileExistsError(
+                            errno.EEXIST, "a letter with this id exists", folder.name(final)
+                        )
+                    temporary = final + TMP_SUFFIX
+                    folder.write_new(temporary, data, durable=durable)
+                    try:
+                        folder.rename(temporary, final)
+                    except BaseException:
+                        folder.unlink(temporary)
+                        raise
+                    if durable:
+                        folder.flush()
+                    return folder.name(final)
+            except files.Vanished:
+                continue
+    raise OSError(errno.EAGAIN, "mailbox folder kept vanishing", inbox_of(root, address))
 
 
-def wait_consumed(letter: Path, timeout: float) -> bool:
+def wait_consumed(letter: str, timeout: float) -> bool:
     """True once ``letter`` is gone (the receiver's receipt), False at the timeout;
     woken by the unlink itself where the kernel can tell."""
     return watch.wait_gone(letter, timeout)
 
 
-@dataclass(frozen=True)
-class Letter:
+class Letter(Value):
     """One file of a mailbox as a reader sees it: a message, or why it is not one."""
 
-    name: str
-    content: Message | Rejected
+    __slots__ = ("name", "content")
+    name: Final[str]
+    content: Final[Message | Rejected]
+
+    def __init__(self, name: str, content: Message | Rejected) -> None:
+        self.name = name
+        self.content = content
 
 
-def read_letter(root: Path, address: str, name: str) -> Letter | None:
-    """A bounded read with no side effects; None if the letter is gone."""
+def _read_letter(folder: Folder, name: str) -> Letter | None:
     try:
-        raw = files.read_bounded(inbox_of(root, address) / name, LETTER_READ_LIMIT)
+        raw = folder.read_bounded(name, LETTER_READ_LIMIT)
     except files.UnsafePath as error:
         return Letter(name, Rejected(error.strerror or "unsafe file"))
     if raw is None:
@@ -131,10 +162,23 @@ def read_letter(root: Path, address: str, name: str) -> Letter | None:
     return Letter(name, parse(raw, name))
 
 
-def peek(root: Path, address: str) -> list[Letter]:
+def read_letter(root: StrPath, address: str, name: str) -> Letter | None:
+    """A bounded read with no side effects; None if the letter is gone."""
+    folder = open_inbox(root, address)
+    if folder is None:
+        return None
+    with folder:
+        return _read_letter(folder, name)
+
+
+def peek(root: StrPath, address: str) -> list[Letter]:
     """Every queued letter, oldest first, read but not claimed (INV-16)."""
-    letters = (read_letter(root, address, name) for name in letter_names(root, address))
-    return [letter for letter in letters if letter is not None]
+    folder = open_inbox(root, address)
+    if folder is None:
+        return []
+    with folder:
+        letters = (_read_letter(folder, name) for name in letters_in(folder))
+        return [letter for letter in letters if letter is not None]
 
 
 class Claim:
@@ -145,9 +189,10 @@ class Claim:
 
     def __init__(
         self,
-        root: Path,
+        root: StrPath,
         address: str,
         name: str,
+        folder: Folder,
         handle: files.OpenFile | None,
         content: Message | Rejected,
     ) -> None:
@@ -155,17 +200,19 @@ class Claim:
         self.address = address
         self.name = name
         self.content = content
+        self._folder = folder
+        """The mailbox folder, owned by the claim: the receipt is an unlink in it."""
         self._handle = handle
 
     @property
-    def path(self) -> Path:
-        return inbox_of(self.root, self.address) / self.name
+    def path(self) -> str:
+        return self._folder.name(self.name)
 
     def dispose(self) -> None:
         """The receipt: unlink, then flush the folder so it stays unlinked."""
         try:
-            files.unlink(self.path)
-            files.flush_dir(self.path.parent)
+            self._folder.unlink(self.name)
+            self._folder.flush()
         finally:
             self.release()
 
@@ -180,38 +227,55 @@ class Claim:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+        self._folder.close()
 
 
-def claim(root: Path, address: str, name: str) -> Claim | None:
-    """Take one letter exclusively; None if another receiver holds it or it is gone."""
-    path = inbox_of(root, address) / name
+def _claim_in(root: StrPath, address: str, folder: Folder, name: str) -> Claim | None:
+    own = files.Folder(os.dup(folder.fd), folder.path)
     try:
-        handle = files.try_lock_file(path)
+        handle = own.try_lock(name)
     except files.UnsafePath as error:
-        return Claim(root, address, name, None, Rejected(error.strerror or "unsafe file"))
+        return Claim(root, address, name, own, None, Rejected(error.strerror or "unsafe file"))
+    except BaseException:
+        own.close()
+        raise
     if handle is None:
+        own.close()
         return None
     try:
         content = parse(handle.read(LETTER_READ_LIMIT), name)
     except BaseException:
         handle.close()
+        own.close()
         raise
-    return Claim(root, address, name, handle, content)
+    return Claim(root, address, name, own, handle, content)
 
 
-def claims(root: Path, address: str) -> Iterator[Claim]:
+def claim(root: StrPath, address: str, name: str) -> Claim | None:
+    """Take one letter exclusively; None if another receiver holds it or it is gone."""
+    folder = open_inbox(root, address)
+    if folder is None:
+        return None
+    with folder:
+        return _claim_in(root, address, folder, name)
+
+
+def claims(root: StrPath, address: str) -> Iterator[Claim]:
     """Claim the queued letters one at a time, oldest first, skipping what another
-    receiver holds. Each claim must be ended before the next is taken."""
-    for name in letter_names(root, address):
-        taken = claim(root, address, name)
-        if taken is not None:
-            yield taken
+    receiver holds; the folder is opened and listed once. Each claim must be ended
+    before the next is taken."""
+    folder = open_inbox(root, address)
+    if folder is None:
+        return
+    with folder:
+        for name in letters_in(folder):
+            taken = _claim_in(root, address, folder, name)
+            if taken is not None:
+                yield taken
 
 
-def quarantine_of(root: Path, address: str) -> Path:
-    if not is_address(address):
-        raise ValueError(f"not an address: {address!r}")
-    return root / "quarantine" / address
+def quarantine_of(root: StrPath, address: str) -> str:
+    return os.path.join(root, "quarantine", checked(address))
 
 
 QUARANTINE_CAP = 20
@@ -219,43 +283,51 @@ QUARANTINE_CAP = 20
 receiver logs that it went (bounded, but never silently)."""
 
 
-@dataclass(frozen=True)
-class SetAside:
-    path: Path
-    evicted: tuple[str, ...]
+class SetAside(Value):
+    __slots__ = ("path", "evicted")
+    path: Final[str]
+    evicted: Final[tuple[str, ...]]
     """Older quarantined letters removed to stay within QUARANTINE_CAP."""
 
+    def __init__(self, path: str, evicted: tuple[str, ...]) -> None:
+        self.path = path
+        self.evicted = evicted
 
-def set_aside(root: Path, address: str, name: str, reason: str) -> SetAside:
+
+def set_aside(root: StrPath, address: str, name: str, reason: str) -> SetAside:
     """Move a bad letter out of the mailbox, keeping it and the reason (INV-10).
 
     The quarantine is outside ``inbox/`` so that no reader, ours or pi-post 0.7,
     takes it for mail. A letter too large to be one keeps only its first
     LETTER_READ_LIMIT bytes there, and the reason says so."""
-    folder = files.ensure_dirs(root, "quarantine", address)
-    kept = _free_name(folder, name)
-    source = inbox_of(root, address) / name
-    info = os.lstat(source)
-    oversize = stat.S_ISREG(info.st_mode) and info.st_size > LETTER_READ_LIMIT
-    if oversize:
-        reason += f" (kept the first {LETTER_READ_LIMIT} of {info.st_size} bytes)"
-    files.write_new(folder / (kept + REASON_SUFFIX), (reason + "\n").encode("utf-8"))
-    if oversize:
-        head = files.read_bounded(source, LETTER_READ_LIMIT) or b""
-        files.write_new(folder / kept, head[:LETTER_READ_LIMIT])
-        files.unlink(source)
-    else:
-        files.rename(source, folder / kept)
-    files.flush_dir(folder)
-    files.flush_dir(inbox_of(root, address))
-    return SetAside(folder / kept, _evict_oldest(folder))
+    checked(address)
+    with files.make_root(root) as top:
+        inbox = top.walk("inbox", address)
+        if inbox is None:
+            raise FileNotFoundError(errno.ENOENT, "no mailbox", inbox_of(root, address))
+        with inbox, top.make("quarantine", address) as folder:
+            kept = _free_name(folder, name)
+            info = inbox.lstat(name)
+            oversize = stat.S_ISREG(info.st_mode) and info.st_size > LETTER_READ_LIMIT
+            if oversize:
+                reason += f" (kept the first {LETTER_READ_LIMIT} of {info.st_size} bytes)"
+            folder.write_new(kept + REASON_SUFFIX, (reason + "\n").encode("utf-8"))
+            if oversize:
+                head = inbox.read_bounded(name, LETTER_READ_LIMIT) or b""
+                folder.write_new(kept, head[:LETTER_READ_LIMIT])
+                inbox.unlink(name)
+            else:
+                inbox.rename(name, kept, into=folder)
+            folder.flush()
+            inbox.flush()
+            return SetAside(folder.name(kept), _evict_oldest(folder, address))
 
 
 REASON_SUFFIX = ".reason"
 
 
-def _free_name(folder: Path, name: str) -> str:
-    taken = set(files.list_names(folder))
+def _free_name(folder: Folder, name: str) -> str:
+    taken = set(folder.names())
     candidate, number = name, 0
     while candidate in taken or candidate + REASON_SUFFIX in taken:
         number += 1
@@ -263,41 +335,47 @@ def _free_name(folder: Path, name: str) -> str:
     return candidate
 
 
-def _evict_oldest(folder: Path) -> tuple[str, ...]:
-    entries = quarantined_in(folder)
+def _evict_oldest(folder: Folder, address: str) -> tuple[str, ...]:
+    entries = _quarantined_in(folder, address)
     excess = entries[: max(0, len(entries) - QUARANTINE_CAP)]
     for entry in excess:
-        for doomed in (folder / entry.name, folder / (entry.name + REASON_SUFFIX)):
-            with contextlib.suppress(FileNotFoundError):
-                files.unlink(doomed)
+        for doomed in (entry.name, entry.name + REASON_SUFFIX):
+            try:
+                folder.unlink(doomed)
+            except FileNotFoundError:
+                pass
     if excess:
-        files.flush_dir(folder)
+        folder.flush()
     return tuple(entry.name for entry in excess)
 
 
-@dataclass(frozen=True)
-class Quarantined:
-    address: str
-    name: str
-    reason: str
-    since_ns: int
+class Quarantined(Value):
+    __slots__ = ("address", "name", "reason", "since_ns")
+    address: Final[str]
+    name: Final[str]
+    reason: Final[str]
+    since_ns: Final[int]
+
+    def __init__(self, address: str, name: str, reason: str, since_ns: int) -> None:
+        self.address = address
+        self.name = name
+        self.reason = reason
+        self.since_ns = since_ns
 
 
-def quarantined_in(folder: Path) -> list[Quarantined]:
-    """What a quarantine folder holds, oldest first (no side effects)."""
+def _quarantined_in(folder: Folder, address: str) -> list[Quarantined]:
     entries = []
-    for reason_name in files.list_names(folder):
+    for reason_name in folder.names():
         if not reason_name.endswith(REASON_SUFFIX):
             continue
-        path = folder / reason_name
         try:
-            since = os.lstat(path).st_mtime_ns
-            raw = files.read_bounded(path, 4096) or b""
+            since = folder.lstat(reason_name).st_mtime_ns
+            raw = folder.read_bounded(reason_name, 4096) or b""
         except OSError:
             continue
         entries.append(
             Quarantined(
-                address=folder.name,
+                address=address,
                 name=reason_name[: -len(REASON_SUFFIX)],
                 reason=raw.decode("utf-8", "replace").strip(),
                 since_ns=since,
@@ -306,10 +384,19 @@ def quarantined_in(folder: Path) -> list[Quarantined]:
     return sorted(entries, key=lambda entry: (entry.since_ns, entry.name))
 
 
-def quarantined(root: Path) -> list[Quarantined]:
-    """Every quarantined letter of every address, oldest first per address."""
+def quarantined(root: StrPath) -> list[Quarantined]:
+    """Every quarantined letter of every address, oldest first per address (no side
+    effects)."""
     found: list[Quarantined] = []
-    for address in sorted(files.list_names(root / "quarantine")):
-        if is_address(address):
-            found += quarantined_in(quarantine_of(root, address))
+    top = files.walk(root, "quarantine")
+    if top is None:
+        return found
+    with top:
+        for address in sorted(top.names()):
+            if not is_address(address):
+                continue
+            folder = top.child(address)
+            if folder is not None:
+                with folder:
+                    found += _quarantined_in(folder, address)
     return found

@@ -8,25 +8,32 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from pipost import files, format, mailbox, registry
-from pipost.message import Message, Sender, check_body, new_message
-from pipost.registry import OsProcessTable, Presence, ProcessTable, Record
+from pipost.message import check_body, new_message
+from pipost.registry import OsProcessTable, Presence
 from pipost.resolve import Caller, Candidate, Refusal, Target, resolve, resolve_all
+from pipost.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Final
+
+    from pipost.files import StrPath
+    from pipost.message import Message, Sender
+    from pipost.registry import ProcessTable, Record
 
 RECEIPT_WAIT_S = 1.5
 """How long a sender waits for a live target to take the message."""
 
 
-def default_root(environ: dict[str, str] | None = None) -> Path:
+def default_root(environ: dict[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     configured = env.get("PI_POST_DIR")
     if configured:
-        return Path(configured)
-    return Path(env.get("HOME") or os.path.expanduser("~")) / ".pi" / "agent" / "post"
+        return configured
+    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".pi", "agent", "post")
 
 
 def wall_clock_ms() -> int:
@@ -37,28 +44,35 @@ class Refused(Exception):
     """A send or lookup that must not go ahead; the text is for the user."""
 
 
-@dataclass(frozen=True)
-class Receipt:
-    address: str
-    message_id: str
-    delivered: bool
+class Receipt(Value):
+    __slots__ = ("address", "message_id", "delivered")
+    address: Final[str]
+    message_id: Final[str]
+    delivered: Final[bool]
+
+    def __init__(self, address: str, message_id: str, delivered: bool) -> None:
+        self.address = address
+        self.message_id = message_id
+        self.delivered = delivered
 
 
-@dataclass
 class Post:
-    root: Path
-    clock: Callable[[], int] = wall_clock_ms
-    processes: ProcessTable = field(default_factory=OsProcessTable)
-    receipt_wait: float = RECEIPT_WAIT_S
+    def __init__(
+        self,
+        root: StrPath,
+        clock: Callable[[], int] = wall_clock_ms,
+        processes: ProcessTable | None = None,
+        receipt_wait: float = RECEIPT_WAIT_S,
+    ) -> None:
+        self.root = root
+        self.clock = clock
+        self.processes: ProcessTable = OsProcessTable() if processes is None else processes
+        self.receipt_wait = receipt_wait
 
     # -- reading (no side effects: INV-16) ----------------------------------------
 
     def candidate(self, record: Record, now: int) -> Candidate:
-        return Candidate(
-            record=record,
-            presence=registry.presence(record, now, self.processes),
-            queued=self._queued(record.address),
-        )
+        return self._candidate(record, now, self._queued(record.address))
 
     def _queued(self, address: str) -> int:
         """One session's unsafe mailbox folder (a symlink) must not break a listing
@@ -68,6 +82,41 @@ class Post:
             return mailbox.count(self.root, address)
         except files.UnsafePath:
             return 0
+
+    def every_candidate(self, now: int) -> list[Candidate]:
+        """Every registered session, the root, the registry and inbox/ each opened
+        once: inbox/ is listed once, so a session without a mailbox folder costs no
+        lookup of one."""
+        top = files.open_root(self.root)
+        if top is None:
+            return []
+        with top:
+            registry_folder = top.walk("registry")
+            if registry_folder is None:
+                return []
+            with registry_folder:
+                found = registry.records_in(registry_folder)
+            try:
+                inbox = top.walk("inbox")
+            except files.UnsafePath:  # every mailbox is refused where it is used
+                inbox = None
+            if inbox is None:
+                return [self._candidate(record, now, 0) for record in found]
+            with inbox:
+                mailboxes = set(inbox.names())
+                return [
+                    self._candidate(
+                        record,
+                        now,
+                        _queued_in(inbox, record.address) if record.address in mailboxes else 0,
+                    )
+                    for record in found
+                ]
+
+    def _candidate(self, record: Record, now: int, queued: int) -> Candidate:
+        return Candidate(
+            record=record, presence=registry.presence(record, now, self.processes), queued=queued
+        )
 
     def directory(self) -> DiskDirectory:
         files.check_root(self.root)
@@ -112,7 +161,7 @@ class Post:
             queued = mailbox.count(self.root, target.address)
             if queued >= mailbox.CAP:
                 raise Refused(str(mailbox.MailboxFull(target.address, queued)))
-        deposited: list[tuple[Target, Message, Path]] = []
+        deposited: list[tuple[Target, Message, str]] = []
         for target in targets:
             message = new_message(sender, body, self.clock(), reply_to=reply_to)
             try:
@@ -140,14 +189,14 @@ class Post:
         return registry.sweep(self.root, self.clock(), self.processes)
 
 
-@dataclass
 class DiskDirectory:
     """resolve.Directory over the registry and inbox folders, read lazily so that
     resolving an address reads one record, not the registry."""
 
-    post: Post
-    now: int
-    _all: list[Candidate] | None = None
+    def __init__(self, post: Post, now: int) -> None:
+        self.post = post
+        self.now = now
+        self._all: list[Candidate] | None = None
 
     def by_address(self, address: str) -> Candidate | None:
         record = registry.read(self.post.root, address)
@@ -155,13 +204,29 @@ class DiskDirectory:
 
     def candidates(self) -> Sequence[Candidate]:
         if self._all is None:
-            found = [self.post.candidate(r, self.now) for r in registry.records(self.post.root)]
-            self._all = sorted(found, key=format.listing_order)
+            self._all = sorted(self.post.every_candidate(self.now), key=format.listing_order)
         return self._all
 
     def has_mailbox(self, address: str) -> bool:
-        folder = mailbox.inbox_of(self.post.root, address)
-        return folder.is_dir() and not folder.is_symlink()
+        try:
+            folder = mailbox.open_inbox(self.post.root, address)
+        except files.UnsafePath:
+            return False
+        if folder is None:
+            return False
+        folder.close()
+        return True
+
+
+def _queued_in(inbox: files.Folder, address: str) -> int:
+    try:
+        folder = inbox.child(address)
+    except files.UnsafePath:
+        return 0
+    if folder is None:
+        return 0
+    with folder:
+        return len(mailbox.letters_in(folder))
 
 
 def os_caller(cwd: str | None = None, environ: dict[str, str] | None = None) -> Caller:

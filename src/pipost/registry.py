@@ -18,19 +18,26 @@ record names (INV-17).
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import os
-import secrets
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol
 
-from pipost import files, mailbox
+from pipost import files
 from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected
+from pipost.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final, Protocol
+
+    from pipost.files import Folder, StrPath
+
+    class ProcessTable(Protocol):
+        def start_token(self, pid: int) -> str | None:
+            """None if no process has ``pid``; else a token that changes when the pid
+            is reused ("" when this system cannot tell)."""
+
 
 VERSION = 1
 HEARTBEAT_MS = 30_000
@@ -49,26 +56,56 @@ class Presence(enum.Enum):
         return self is not Presence.OFFLINE
 
 
-@dataclass(frozen=True)
-class Record:
-    address: str
-    session_id: str
-    name: str
-    cwd: str
-    started_at: int
-    last_seen: int
-    pid: int | None = None
-    pid_start: str | None = None
+class Record(Value):
+    __slots__ = (
+        "address",
+        "session_id",
+        "name",
+        "cwd",
+        "started_at",
+        "last_seen",
+        "pid",
+        "pid_start",
+        "extra",
+    )
+    address: Final[str]
+    session_id: Final[str]
+    name: Final[str]
+    cwd: Final[str]
+    started_at: Final[int]
+    last_seen: Final[int]
+    pid: Final[int | None]
+    pid_start: Final[str | None]
     """When the pid's process started (a token from the process table); it tells a
     recycled pid from the process that registered."""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    """Fields of other writers, kept when the record is parsed, never written by us."""
+    extra: Final[dict[str, Any]]
+    """Fields of other writers, kept when the record is parsed, never written by us
+    (and not compared)."""
 
+    def __init__(
+        self,
+        address: str,
+        session_id: str,
+        name: str,
+        cwd: str,
+        started_at: int,
+        last_seen: int,
+        pid: int | None = None,
+        pid_start: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.address = address
+        self.session_id = session_id
+        self.name = name
+        self.cwd = cwd
+        self.started_at = started_at
+        self.last_seen = last_seen
+        self.pid = pid
+        self.pid_start = pid_start
+        self.extra = {} if extra is None else extra
 
-class ProcessTable(Protocol):
-    def start_token(self, pid: int) -> str | None:
-        """None if no process has ``pid``; else a token that changes when the pid is
-        reused ("" when this system cannot tell)."""
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__ if name != "extra")
 
 
 class OsProcessTable:
@@ -198,58 +235,89 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
     )
 
 
-def registry_dir(root: Path) -> Path:
-    return root / "registry"
+def registry_dir(root: StrPath) -> str:
+    return os.path.join(root, "registry")
 
 
-def record_path(root: Path, address: str) -> Path:
+def record_name(address: str) -> str:
+    """The record's file name; the address is checked before it names a file (INV-22)."""
     if not is_address(address):
         raise ValueError(f"not an address: {address!r}")
-    return root / "registry" / (address + ".json")
+    return address + ".json"
 
 
-def write(root: Path, record: Record) -> None:
+def record_path(root: StrPath, address: str) -> str:
+    return os.path.join(root, "registry", record_name(address))
+
+
+def write(root: StrPath, record: Record) -> None:
     """Replace the record atomically: a reader sees the old one or the new one."""
-    folder = files.ensure_dirs(root, "registry")
-    temporary = folder / f".{record.address}.{secrets.token_hex(4)}.tmp"
-    files.write_new(temporary, encode(record))
-    try:
-        files.rename(temporary, record_path(root, record.address))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            files.unlink(temporary)
-        raise
-    files.flush_dir(folder)
+    final = record_name(record.address)
+    with files.make(root, "registry") as folder:
+        temporary = f".{record.address}.{os.urandom(4).hex()}.tmp"
+        folder.write_new(temporary, encode(record))
+        try:
+            folder.rename(temporary, final)
+        except BaseException:
+            try:
+                folder.unlink(temporary)
+            except OSError:
+                pass
+            raise
+        folder.flush()
 
 
-def read(root: Path, address: str) -> Record | None:
-    """The record of ``address`` without scanning the registry; None if absent or bad."""
+def _read_in(folder: Folder, address: str) -> Record | None:
+    name = record_name(address)
     try:
-        raw = files.read_bounded(record_path(root, address), RECORD_READ_LIMIT)
+        raw = folder.read_bounded(name, RECORD_READ_LIMIT)
     except OSError:
         return None
     if raw is None:
         return None
-    record = parse(raw, address + ".json")
+    record = parse(raw, name)
     return record if isinstance(record, Record) else None
 
 
-def records(root: Path) -> list[Record]:
-    """Every readable record; garbage and half-written files are skipped."""
+def read(root: StrPath, address: str) -> Record | None:
+    """The record of ``address`` without scanning the registry; None if absent or bad."""
+    record_name(address)
+    try:
+        folder = files.walk(root, "registry")
+    except files.UnsafePath:
+        return None
+    if folder is None:
+        return None
+    with folder:
+        return _read_in(folder, address)
+
+
+def records_in(folder: Folder) -> list[Record]:
+    """Every readable record of the open registry folder."""
     found = []
-    for name in sorted(files.list_names(registry_dir(root))):
+    for name in sorted(folder.names()):
         if name.startswith(".") or not name.endswith(".json"):
             continue
         address = name[: -len(".json")]
         if is_address(address):
-            record = read(root, address)
+            record = _read_in(folder, address)
             if record is not None:
                 found.append(record)
     return found
 
 
+def records(root: StrPath) -> list[Record]:
+    """Every readable record; garbage and half-written files are skipped. The
+    registry folder is opened once and every record is read relative to it."""
+    folder = files.walk(root, "registry")
+    if folder is None:
+        return []
+    with folder:
+        return records_in(folder)
+
+
 def register(
-    root: Path,
+    root: StrPath,
     session_id: str,
     cwd: str,
     now: int,
@@ -276,64 +344,101 @@ def register(
 
 
 def replace_last_seen(record: Record, last_seen: int) -> Record:
-    return replace(record, last_seen=last_seen)
+    return record.replace(last_seen=last_seen)
 
 
-def heartbeat(root: Path, record: Record, now: int) -> Record:
+def heartbeat(root: StrPath, record: Record, now: int) -> Record:
     beaten = replace_last_seen(record, now)
     write(root, beaten)
     return beaten
 
 
-def mark_offline(root: Path, record: Record, now: int) -> Record:
+def mark_offline(root: StrPath, record: Record, now: int) -> Record:
     """Shutdown: the pid goes, the record stays (INV-14)."""
-    offline = replace(record, pid=None, pid_start=None, last_seen=now)
+    offline = record.replace(pid=None, pid_start=None, last_seen=now)
     write(root, offline)
     return offline
 
 
-@dataclass(frozen=True)
-class SweepReport:
-    records_removed: tuple[str, ...]
-    mailboxes_removed: tuple[str, ...]
+class SweepReport(Value):
+    __slots__ = ("records_removed", "mailboxes_removed")
+    records_removed: Final[tuple[str, ...]]
+    mailboxes_removed: Final[tuple[str, ...]]
+
+    def __init__(
+        self, records_removed: tuple[str, ...], mailboxes_removed: tuple[str, ...]
+    ) -> None:
+        self.records_removed = records_removed
+        self.mailboxes_removed = mailboxes_removed
 
 
-def sweep(root: Path, now: int, processes: ProcessTable) -> SweepReport:
+def sweep(root: StrPath, now: int, processes: ProcessTable) -> SweepReport:
     """Remove what SPEC 5 allows and nothing else. Each decision is taken under the
     mailbox's lock, so a deposit racing the sweep is never lost (INV-17)."""
-    removed_records = []
-    for record in records(root):
-        state = presence(record, now, processes)
-        if state is not Presence.OFFLINE:
-            continue
-        folder = mailbox.inbox_of(root, record.address)
-        with _locked_if_present(folder):
-            held = len(files.list_names(folder))
-            if record_is_sweepable(state, record.last_seen, now, held):
-                files.unlink(record_path(root, record.address))
-                removed_records.append(record.address)
-    recorded = {record.address for record in records(root)}
-    removed_mailboxes = []
-    for address in mailbox.mailbox_addresses(root):
-        folder = mailbox.inbox_of(root, address)
-        with _locked_if_present(folder):
-            entries = len(files.list_names(folder))
-            if mailbox_is_sweepable(address in recorded, entries) and files.remove_empty_dir(
-                folder
-            ):
-                removed_mailboxes.append(address)
-    if removed_records:
-        files.flush_dir(registry_dir(root))
-    if removed_mailboxes:
-        files.flush_dir(mailbox.inbox_root(root))
+    top = files.open_root(root)
+    if top is None:
+        return SweepReport((), ())
+    with top:
+        registry = top.walk("registry")
+        inbox = top.walk("inbox")
+        try:
+            removed_records = _sweep_records(registry, inbox, now, processes)
+            recorded = set() if registry is None else {r.address for r in records_in(registry)}
+            removed_mailboxes = _sweep_mailboxes(inbox, recorded)
+        finally:
+            for folder in (registry, inbox):
+                if folder is not None:
+                    folder.close()
     return SweepReport(tuple(removed_records), tuple(removed_mailboxes))
 
 
-@contextlib.contextmanager
-def _locked_if_present(folder: Path) -> Iterator[None]:
-    """The mailbox lock when the folder exists; nothing to lock otherwise."""
-    try:
-        with files.locked_dir(folder):
-            yield
-    except files.Vanished:
-        yield
+def _sweep_records(
+    registry: Folder | None, inbox: Folder | None, now: int, processes: ProcessTable
+) -> list[str]:
+    removed: list[str] = []
+    for record in [] if registry is None else records_in(registry):
+        state = presence(record, now, processes)
+        if state is not Presence.OFFLINE:
+            continue
+        with _MailboxHeld(inbox, record.address) as held:
+            if registry is not None and record_is_sweepable(state, record.last_seen, now, held):
+                registry.unlink(record_name(record.address))
+                removed.append(record.address)
+    if removed and registry is not None:
+        registry.flush()
+    return removed
+
+
+def _sweep_mailboxes(inbox: Folder | None, recorded: set[str]) -> list[str]:
+    removed: list[str] = []
+    if inbox is None:
+        return removed
+    for address in sorted(name for name in inbox.names() if is_address(name)):
+        with _MailboxHeld(inbox, address) as entries:
+            if mailbox_is_sweepable(address in recorded, entries) and inbox.remove_empty(address):
+                removed.append(address)
+    if removed:
+        inbox.flush()
+    return removed
+
+
+class _MailboxHeld:
+    """A mailbox's lock while the sweep decides, entering with how many entries the
+    folder holds; a mailbox that is absent (or was just removed) holds none and has
+    nothing to lock."""
+
+    def __init__(self, inbox: Folder | None, address: str) -> None:
+        self._folder = None if inbox is None else inbox.child(address)
+
+    def __enter__(self) -> int:
+        if self._folder is None:
+            return 0
+        try:
+            self._folder.lock().__enter__()
+        except files.Vanished:
+            return 0
+        return len(self._folder.names())
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._folder is not None:
+            self._folder.close()  # closing releases the lock

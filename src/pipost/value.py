@@ -2,8 +2,10 @@
 
 ``pi-post send`` runs from hooks on every tool call, and importing ``dataclasses``
 (which pulls in ``inspect``, ``ast`` and ``re``) costs more than the whole send.
-A record lists its fields in ``__slots__`` (in order) and sets each one once in
-its ``__init__``; equality, hashing, ``repr`` and ``replace`` follow the fields.
+A record lists its fields in ``__slots__`` (in order), declares them ``Final`` (so
+the type checker refuses a later assignment: a runtime guard would make every
+record ten times dearer to build) and sets each one in its ``__init__``; equality,
+hashing, ``repr`` and ``replace`` follow the fields.
 """
 
 from __future__ import annotations
@@ -18,14 +20,6 @@ class Value:
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"{type(self).__name__}.{name} is read-only")
-        object.__setattr__(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__}.{name} is read-only")
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

@@ -6,13 +6,16 @@ event only delays mail, never strands it (INV-23).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import sys
 import time
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pipost.files import StrPath
 
 # inotify(7) events: a file was renamed into the folder or finished being
 # written (new mail); a file was removed or renamed away (a receipt).
@@ -23,13 +26,14 @@ _IN_MOVED_FROM = 0x00000040
 _IN_DELETE_SELF = 0x00000400
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
+_IN_DONT_FOLLOW = 0x02000000  # a symlink swapped in for the folder is not watched through
 
 
 class FolderWatch:
     """wait(timeout) returns when the folder may have new letters, when wake() is
     called (from a signal handler too), or at the timeout."""
 
-    def __init__(self, folder: Path, *, kernel_events: bool = True) -> None:
+    def __init__(self, folder: StrPath, *, kernel_events: bool = True) -> None:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -50,8 +54,10 @@ class FolderWatch:
             _drain(fd)
 
     def wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):  # a full pipe is already a wake-up
+        try:
             os.write(self._wake_write, b"!")
+        except BlockingIOError:  # a full pipe is already a wake-up
+            pass
 
     def close(self) -> None:
         for fd in (self._wake_read, self._wake_write, self._inotify):
@@ -61,18 +67,20 @@ class FolderWatch:
 
 
 def _drain(fd: int) -> None:
-    with contextlib.suppress(BlockingIOError):
+    try:
         while os.read(fd, 65536):
             pass
+    except BlockingIOError:
+        pass
 
 
-def wait_gone(path: Path, timeout: float, interval: float = 0.01) -> bool:
+def wait_gone(path: StrPath, timeout: float, interval: float = 0.01) -> bool:
     """True as soon as ``path`` no longer exists, False at the timeout. Woken by the
     kernel when the file is removed; polls every ``interval`` where it cannot be."""
     if timeout <= 0:  # no wait: not worth a watch (closing one costs the kernel a grace period)
         return not os.path.lexists(path)
     deadline = time.monotonic() + timeout
-    found = _inotify_watch(path.parent, _IN_DELETE | _IN_MOVED_FROM | _IN_DELETE_SELF)
+    found = _inotify_watch(os.path.dirname(path), _IN_DELETE | _IN_MOVED_FROM | _IN_DELETE_SELF)
     watch = found[0] if found is not None else None
     try:
         while True:
@@ -114,7 +122,7 @@ def _forget_spares() -> None:
 os.register_at_fork(after_in_child=_forget_spares)
 
 
-def _inotify_watch(folder: Path, mask: int) -> tuple[int, int] | None:
+def _inotify_watch(folder: StrPath, mask: int) -> tuple[int, int] | None:
     """An inotify descriptor watching ``folder`` and the watch's id; None where
     the kernel cannot tell."""
     if not sys.platform.startswith("linux"):
@@ -126,7 +134,7 @@ def _inotify_watch(folder: Path, mask: int) -> tuple[int, int] | None:
         fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
         if fd < 0:
             return None
-    watch_id = int(libc.inotify_add_watch(fd, os.fsencode(folder), mask))
+    watch_id = int(libc.inotify_add_watch(fd, os.fsencode(folder), mask | _IN_DONT_FOLLOW))
     if watch_id < 0:
         os.close(fd)
         return None

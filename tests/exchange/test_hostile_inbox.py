@@ -38,11 +38,12 @@ from pathlib import Path
 
 import pytest
 
-from pipost import files, mailbox, registry
+from pipost import mailbox, registry
 from pipost.address import address_of
 from pipost.message import LETTER_READ_LIMIT, Message, Sender, encode, new_message
 from pipost.post import wall_clock_ms
 from pipost.registry import OsProcessTable, Presence
+from tests.helpers import made
 
 from .conftest import CLI, WAIT_S, Exchange, read_transcript
 
@@ -85,7 +86,7 @@ def lay_hostile_mailbox(exchange: Exchange, *, bad_first: bool) -> HostileMailbo
     """Good letters deposited as a sender would; bad files laid by hand. With
     ``bad_first`` the bad files' names sort before every good letter's and their
     mtimes are a day older; otherwise they sort after every letter of the test."""
-    inbox = files.ensure_dirs(exchange.root, "inbox", ADDRESS)
+    inbox = made(exchange.root, "inbox", ADDRESS)
     now = wall_clock_ms()
     good = {}
     for number in range(PRE_LAID_GOOD):
@@ -244,7 +245,7 @@ def check_the_listener(
         sent = exchange.send(ADDRESS, body, label=f"runner-{number}").receipt()
         laid.good[sent.message_id] = (body, f"runner-{number}")
 
-    inbox = mailbox.inbox_of(exchange.root, ADDRESS)
+    inbox = Path(mailbox.inbox_of(exchange.root, ADDRESS))
     exchange.until(
         lambda: (
             {entry["id"] for entry in read_transcript(transcript)} == set(laid.good)
@@ -273,7 +274,7 @@ def check_the_listener(
     quarantined = {entry.name: entry.reason for entry in mailbox.quarantined(exchange.root)}
     assert set(quarantined) == set(laid.bad), quarantined
     assert all(quarantined.values()), "each set aside with its reason"
-    kept = mailbox.quarantine_of(exchange.root, ADDRESS)
+    kept = Path(mailbox.quarantine_of(exchange.root, ADDRESS))
     huge = next(name for name, what in laid.bad.items() if what.startswith("200 MiB"))
     assert os.lstat(kept / huge).st_size <= LETTER_READ_LIMIT, "only the head of it is kept"
     linked = next(name for name, what in laid.bad.items() if what.startswith("symlink"))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipost import files
+from tests.helpers import made, put
 
 from .conftest import Exchange, read_transcript
 
@@ -33,14 +33,14 @@ def test_reference_mail_is_taken_byte_identical_and_in_id_order(
 ) -> None:
     record = _reference_records()[address]
     record.pop("pid", None)  # the session is offline until our listener takes over
-    registry_folder = files.ensure_dirs(exchange.root, "registry")
-    files.write_new(registry_folder / f"{address}.json", json.dumps(record).encode())
-    inbox = files.ensure_dirs(exchange.root, "inbox", address)
+    registry_folder = made(exchange.root, "registry")
+    put(registry_folder / f"{address}.json", json.dumps(record).encode())
+    inbox = made(exchange.root, "inbox", address)
     letters = {}
     for path in MESSAGES:
         if path.name.startswith(address + "--"):
             message_id = path.name.split("--")[1].removesuffix(".json")
-            files.write_new(inbox / f"{message_id}.json", path.read_bytes())
+            put(inbox / f"{message_id}.json", path.read_bytes())
             letters[message_id] = json.loads(path.read_bytes())
     assert letters, f"no reference mail for {address}"
 

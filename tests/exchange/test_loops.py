@@ -62,7 +62,7 @@ def _settle(exchange: Exchange, listeners: list[Listener], logs: list[Path]) -> 
     """Until the guard dropped something and then nothing entered any context, no
     drop was logged and no mail waited for SETTLE_S (bounded): the exchange ended
     by itself. A loop that never ends fails here."""
-    drops = droplog.log_path(exchange.root)
+    drops = Path(droplog.log_path(exchange.root))
     exchange.until(drops.exists, "the guard drops a message", timeout=30)
     last: list[int] = []
     changed_at = time.monotonic()

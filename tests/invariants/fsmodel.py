@@ -1,7 +1,7 @@
 """A recording filesystem and a model of what survives power loss (INV-03, INV-04).
 
-The Recorder stands in front of ``pipost.files`` (the functions mailbox and registry
-call through that module): it performs every write, rename, unlink, mkdir, rmdir and
+The Recorder stands in front of ``pipost.files.Folder`` (every folder mailbox and
+registry open is one): it performs every write, rename, unlink, mkdir, rmdir and
 folder flush, and records it. The model replays the record one operation at a time
 and says, at any cut, what a machine that lost power right there would find:
 
@@ -110,7 +110,7 @@ class Recorder:
 
     # -- markers the test adds ----------------------------------------------------------
 
-    def returned(self, message_id: str, path: Path, data: bytes) -> None:
+    def returned(self, message_id: str, path: str | Path, data: bytes) -> None:
         self.ops.append(Returned(message_id, str(path), data))
 
     def entered(self, message_id: str) -> None:
@@ -120,20 +120,20 @@ class Recorder:
 
     def install(self) -> contextlib.ExitStack:
         stack = contextlib.ExitStack()
+        Folder = files.Folder
         wrappers: dict[str, Callable[..., Any]] = {
-            "write_new": self._write_new(files.write_new),
-            "rename": self._rename(files.rename),
-            "unlink": self._unlink(files.unlink),
-            "flush_dir": self._flush_dir(files.flush_dir),
-            "ensure_dir": self._ensure_dir(files.ensure_dir),
-            "remove_empty_dir": self._remove_empty_dir(files.remove_empty_dir),
+            "write_new": self._write_new(Folder.write_new),
+            "rename": self._rename(Folder.rename),
+            "unlink": self._unlink(Folder.unlink),
+            "flush": self._flush(Folder.flush),
+            "_make_one": self._make_one(Folder._make_one),
+            "remove_empty": self._remove_empty(Folder.remove_empty),
         }
         for name, wrapper in wrappers.items():
-            stack.enter_context(mock.patch.object(files, name, wrapper))
+            stack.enter_context(mock.patch.object(Folder, name, wrapper))
         return stack
 
-    def _key(self, folder: Path) -> FolderKey:
-        path = str(folder)
+    def _key(self, path: str) -> FolderKey:
         if path not in self._generation:
             raise AssertionError(f"{path} was made outside pipost.files: the model cannot see it")
         return (path, self._generation[path])
@@ -146,60 +146,66 @@ class Recorder:
             self.ops.insert(at, op)
 
     def _write_new(self, real: Callable[..., None]) -> Callable[..., None]:
-        def write_new(path: Path, data: bytes, *, durable: bool = True) -> None:
-            synced = _fsyncs(lambda: real(path, data, durable=durable))
-            self._record(Link(self._key(path.parent), path.name, FileNode(bytes(data), synced)))
+        def write_new(
+            folder: files.Folder, name: str, data: bytes, *, durable: bool = True
+        ) -> None:
+            synced = _fsyncs(lambda: real(folder, name, data, durable=durable))
+            self._record(Link(self._key(folder.path), name, FileNode(bytes(data), synced)))
 
         return write_new
 
-    def _rename(self, real: Callable[[Path, Path], None]) -> Callable[[Path, Path], None]:
-        def rename(source: Path, target: Path) -> None:
-            source_key = self._key(source.parent)
-            node = self._live.get(source_key, {}).get(source.name)
+    def _rename(self, real: Callable[..., None]) -> Callable[..., None]:
+        def rename(
+            folder: files.Folder, name: str, target: str, into: files.Folder | None = None
+        ) -> None:
+            source_key = self._key(folder.path)
+            node = self._live.get(source_key, {}).get(name)
             if node is None:  # written outside pipost.files (the drop log): its flushing is unknown
-                node = FileNode(source.read_bytes(), durable=False)
-            real(source, target)
-            self._record(Link(self._key(target.parent), target.name, node))
-            self._record(Unlink(source_key, source.name))
+                node = FileNode(Path(folder.name(name)).read_bytes(), durable=False)
+            real(folder, name, target, into)
+            self._record(Link(self._key((into or folder).path), target, node))
+            self._record(Unlink(source_key, name))
 
         return rename
 
-    def _unlink(self, real: Callable[[Path], None]) -> Callable[[Path], None]:
-        def unlink(path: Path) -> None:
-            real(path)
-            self._record(Unlink(self._key(path.parent), path.name))
+    def _unlink(self, real: Callable[[files.Folder, str], None]) -> Callable[..., None]:
+        def unlink(folder: files.Folder, name: str) -> None:
+            real(folder, name)
+            self._record(Unlink(self._key(folder.path), name))
 
         return unlink
 
-    def _flush_dir(self, real: Callable[[Path], None]) -> Callable[[Path], None]:
-        def flush_dir(path: Path) -> None:
-            if _fsyncs(lambda: real(path)):
-                self.ops.append(Flush(self._key(path)))
+    def _flush(self, real: Callable[[files.Folder], None]) -> Callable[..., None]:
+        def flush(folder: files.Folder) -> None:
+            if _fsyncs(lambda: real(folder)):
+                self.ops.append(Flush(self._key(folder.path)))
 
-        return flush_dir
+        return flush
 
-    def _ensure_dir(self, real: Callable[[Path], None]) -> Callable[[Path], None]:
-        def ensure_dir(path: Path) -> None:
+    def _make_one(
+        self, real: Callable[[files.Folder, str], files.Folder]
+    ) -> Callable[..., files.Folder]:
+        def make_one(folder: files.Folder, name: str) -> files.Folder:
+            path = folder.name(name)
             existed = os.path.lexists(path)
             at = len(self.ops)
-            real(path)  # may flush the parent: that flush comes after the mkdir
+            made = real(folder, name)  # may flush the parent: that flush comes after the mkdir
             if not existed:
-                generation = self._generation.get(str(path), 0) + 1
-                self._record(
-                    Link(self._key(path.parent), path.name, DirNode((str(path), generation))), at
-                )
-                self._generation[str(path)] = generation
+                generation = self._generation.get(path, 0) + 1
+                self._record(Link(self._key(folder.path), name, DirNode((path, generation))), at)
+                self._generation[path] = generation
+            return made
 
-        return ensure_dir
+        return make_one
 
-    def _remove_empty_dir(self, real: Callable[[Path], bool]) -> Callable[[Path], bool]:
-        def remove_empty_dir(path: Path) -> bool:
-            removed = real(path)
+    def _remove_empty(self, real: Callable[[files.Folder, str], bool]) -> Callable[..., bool]:
+        def remove_empty(folder: files.Folder, name: str) -> bool:
+            removed = real(folder, name)
             if removed:
-                self._record(Unlink(self._key(path.parent), path.name))
+                self._record(Unlink(self._key(folder.path), name))
             return removed
 
-        return remove_empty_dir
+        return remove_empty
 
 
 def _fsyncs(call: Callable[[], None]) -> bool:

@@ -138,10 +138,10 @@ def test_a_full_disk_fails_a_send_cleanly(fake_fs: FakeFilesystem, room: int) ->
 
 
 def _fails_once(real: Callable[..., object], armed: list[bool]) -> Callable[..., object]:
-    def failing(*args: object) -> object:
+    def failing(*args: object, **kwargs: object) -> object:
         if armed and armed.pop():
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(*args)
+        return real(*args, **kwargs)
 
     return failing
 
@@ -157,19 +157,19 @@ def test_a_disk_that_fills_late_in_a_deposit_leaves_nothing_visible(
     register_offline(root)
     caller = os_caller(str(tmp_path), {"HOME": str(tmp_path)})
     post.send([ADDRESS], "earlier", Sender("process", "script"), caller)
-    before = letters(mailbox.inbox_of(root, ADDRESS))
+    before = letters(Path(mailbox.inbox_of(root, ADDRESS)))
     armed = [True]
     if moment == "flush of the letter":  # the first fsync of a deposit is the letter's
         monkeypatch.setattr(os, "fsync", _fails_once(os.fsync, armed))
     else:
-        monkeypatch.setattr(files, "rename", _fails_once(files.rename, armed))
+        monkeypatch.setattr(files.Folder, "rename", _fails_once(files.Folder.rename, armed))
 
     with pytest.raises(OSError) as failure:
         post.send([ADDRESS], "lost to a full disk", Sender("process", "script"), caller)
 
     assert failure.value.errno == errno.ENOSPC
     assert not armed, "the failure was injected where the test meant it"
-    assert letters(mailbox.inbox_of(root, ADDRESS)) == before
+    assert letters(Path(mailbox.inbox_of(root, ADDRESS))) == before
     assert queued_bodies(root) == ["earlier"]
 
 

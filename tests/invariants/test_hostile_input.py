@@ -33,7 +33,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipost import files, mailbox, registry
+from pipost import mailbox, registry
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import (
@@ -49,7 +49,7 @@ from pipost.message import (
 from pipost.post import Post, Refused, os_caller
 from pipost.registry import Record
 from pipost.resolve import Target
-from tests.helpers import NOW, FakeProcessTable, FixedClock
+from tests.helpers import NOW, FakeProcessTable, FixedClock, made
 from tests.invariants.conftest import count_example, count_step
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
@@ -693,7 +693,7 @@ def test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse(
     count_example("hostile tree: registry")
     with scratch_tree() as base:
         root, outside = base / "post", base / "outside"
-        folder = files.ensure_dirs(root, "registry")
+        folder = made(root, "registry")
         outside.mkdir(mode=0o700)
         listable: set[str] = set()
         taken: set[str] = set()
@@ -885,7 +885,7 @@ def test_a_receiver_drains_a_hostile_mailbox(entries: list[InboxEntry]) -> None:
     count_example("hostile tree: receiving")
     with scratch_tree() as base:
         root, outside = base / "post", base / "outside"
-        inbox = files.ensure_dirs(root, "inbox", RECEIVER_ADDRESS)
+        inbox = made(root, "inbox", RECEIVER_ADDRESS)
         outside.mkdir(mode=0o700)
         laid = lay_inbox(inbox, outside, entries)
         context = RecordingContext()
@@ -907,7 +907,7 @@ def test_a_receiver_drains_a_hostile_mailbox(entries: list[InboxEntry]) -> None:
             assert set(set_aside) == laid.bad, "every bad letter is set aside, nothing else"
             assert all(set_aside.values()), "each with its reason"
             for name in laid.bad:
-                assert os.path.lexists(mailbox.quarantine_of(root, RECEIVER_ADDRESS) / name)
+                assert os.path.lexists(Path(mailbox.quarantine_of(root, RECEIVER_ADDRESS)) / name)
 
             left = sorted(os.listdir(inbox))
             assert not [name for name in left if is_letter_name(name)], left

@@ -147,7 +147,7 @@ class MailboxMachine(RuleBasedStateMachine):
         self.accepted: set[str] = set()
         self.crashes_after_entry: Counter[str] = Counter()
         self.written = 0
-        self.inbox = mailbox.inbox_of(self.root, ADDRESS)
+        self.inbox = Path(mailbox.inbox_of(self.root, ADDRESS))
         self.whole: set[tuple[str, int, int, int]] = set()
         """Letters already read whole, by name, inode, size and mtime: a letter in
         place is never written again, so each is parsed once unless it changes."""
@@ -155,20 +155,19 @@ class MailboxMachine(RuleBasedStateMachine):
         """Every claim's locked descriptor, so that a receiver that dies inside a
         drain can have its locks released, as the kernel would."""
         self.patches = contextlib.ExitStack()
-        self.patches.enter_context(
-            mock.patch.object(files, "try_lock_file", self._recording_locks(files.try_lock_file))
-        )
+        recording = self._recording_locks(files.Folder.try_lock)
+        self.patches.enter_context(mock.patch.object(files.Folder, "try_lock", recording))
 
     def _recording_locks(
-        self, real: Callable[[Path], files.OpenFile | None]
-    ) -> Callable[[Path], files.OpenFile | None]:
-        def try_lock_file(path: Path) -> files.OpenFile | None:
-            handle = real(path)
+        self, real: Callable[[files.Folder, str], files.OpenFile | None]
+    ) -> Callable[[files.Folder, str], files.OpenFile | None]:
+        def try_lock(folder: files.Folder, name: str) -> files.OpenFile | None:
+            handle = real(folder, name)
             if handle is not None:
                 self.locks.append(handle)
             return handle
 
-        return try_lock_file
+        return try_lock
 
     def teardown(self) -> None:
         try:
@@ -514,7 +513,7 @@ class MailboxMachine(RuleBasedStateMachine):
                 assert isinstance(parsed, Message), f"{name}: {parsed}"
                 assert parsed.id in self.accepted
                 self.whole.add(seen)
-        registry_names = _names(registry.registry_dir(self.root))
+        registry_names = _names(Path(registry.registry_dir(self.root)))
         assert [name for name in names + registry_names if name.endswith(".tmp")] == []
 
     @invariant()

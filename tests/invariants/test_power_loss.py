@@ -197,7 +197,7 @@ TestPowerLoss.settings = settings(stateful_step_count=30)
 # -- the model catches what it is there to catch ----------------------------------------
 
 
-def _deposit_recorded(base: Path, *, durable: bool) -> tuple[Recorder, Path]:
+def _deposit_recorded(base: Path, *, durable: bool) -> tuple[Recorder, str]:
     recorder = Recorder(base)
     message = new_message(Sender(kind="process", name="process:cut"), "hello", NOW)
     with recorder.install():
