@@ -74,10 +74,10 @@ class Caller:
 
 def resolve(handle: str, directory: Directory, caller: Caller) -> Target | Refusal:
     kind = classify_handle(handle)
-    if kind is HandleKind.ADDRESS:
+    if kind == HandleKind.ADDRESS:
         return _by_address(handle, directory)
     candidates = directory.candidates()
-    if kind is HandleKind.PATH:
+    if kind == HandleKind.PATH:
         path = expand_path(handle, caller.cwd, caller.home)
         try:
             path = caller.canonical(path)
@@ -127,7 +127,7 @@ def _exact_session_id(handle: str, record: Record) -> bool:
 
 
 def _session_id_prefix(handle: str, record: Record) -> bool:
-    return classify_handle(handle) is HandleKind.SESSION_ID_PREFIX and (
+    return classify_handle(handle) == HandleKind.SESSION_ID_PREFIX and (
         record.session_id.lower().startswith(handle.lower())
     )
 
