@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+import pipost
 from pipost import jsontext
 
 # Any code point, lone surrogates included: a str may hold them, and json passes
@@ -171,3 +176,44 @@ def test_decode_fails_like_json_for_nesting_too_deep(text: str) -> None:
         json.loads(text)
     with pytest.raises(RecursionError):
         jsontext.decode(text)
+
+
+# -- the import cost ----------------------------------------------------------------
+
+HEAVY = {
+    "re",
+    "json",
+    "dataclasses",
+    "typing",
+    "enum",
+    "hashlib",
+    "secrets",
+    "inspect",
+    "pathlib",
+    "argparse",
+}
+
+LETTER = (
+    '{"v":1,"id":"1796078534364-bb43be6c","from":{"kind":"process","name":"ci"},'
+    '"sentAt":1796078534364,"body":"gate green"}'
+)
+
+
+def test_the_pure_modules_import_nothing_heavy_even_to_read_and_write_a_letter() -> None:
+    # The send path runs from hooks on every tool call: each of these modules costs
+    # milliseconds at start-up. -S keeps the environment's .pth files out of it.
+    code = (
+        "import sys\n"
+        "import pipost.address, pipost.jsontext, pipost.message, pipost.value\n"
+        f"letter = pipost.message.parse({LETTER!r}.encode())\n"
+        "assert isinstance(letter, pipost.message.Message), letter\n"
+        "assert pipost.message.encode(letter).decode() == " + repr(LETTER) + "\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    source_root = str(Path(pipost.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": source_root}
+    loaded = subprocess.run(
+        [sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "pipost.message" in loaded
+    assert HEAVY.isdisjoint(loaded), sorted(HEAVY.intersection(loaded))
