@@ -15,12 +15,15 @@ from pipost.resolve import (
     MAX_TARGETS,
     Caller,
     Candidate,
-    Directory,
     Refusal,
     Target,
     resolve,
     resolve_all,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pipost.resolve import Directory
 
 NOW = 1796078534257
 
