@@ -26,6 +26,7 @@ VECTORS = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))["vectors"]
 # Written out here rather than taken from the module, so a change of the module's
 # pattern cannot silently change what the test expects.
 WELL_FORMED = re.compile(r"s-[0-9a-f]{12}")
+SESSION_ID_PREFIX = re.compile(r"[0-9a-fA-F]{8}[0-9a-fA-F-]*")
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=[repr(vector["sessionId"]) for vector in VECTORS])
@@ -112,8 +113,21 @@ def test_is_address_refuses_near_misses(text: str) -> None:
         ("S-52C78AF935A3", HandleKind.NAME),
     ],
 )
-def test_classify_handle(handle: str, kind: HandleKind) -> None:
-    assert classify_handle(handle) is kind
+def test_classify_handle(handle: str, kind: str) -> None:
+    assert classify_handle(handle) == kind
+
+
+prefix_like = st.one_of(
+    st.from_regex(r"[0-9a-fA-F-]{6,12}[0-9a-gA-G/-]{0,6}", fullmatch=True),
+    st.text(),
+)
+
+
+@given(prefix_like)
+def test_a_session_id_prefix_is_what_the_regex_says(handle: str) -> None:
+    # No such handle is an address or a path, so the regex alone decides the kind.
+    is_prefix = classify_handle(handle) == HandleKind.SESSION_ID_PREFIX
+    assert is_prefix == (SESSION_ID_PREFIX.fullmatch(handle) is not None)
 
 
 def test_default_name_is_cwd_basename_and_address_characters_3_to_6() -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import unicodedata
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pipost import format, registry
@@ -170,10 +171,39 @@ def test_visible_leaves_no_control_characters(text: str) -> None:
         ("left\u202eright", "left\\u202eright"),
         ("line\u2028sep", "line\\u2028sep"),
         ("plain text, é, 会话, │", "plain text, é, 会话, │"),
+        ("bad \udcff byte", "bad \\udcff byte"),
+        ("\ud83d\ude00", "\\ud83d\\ude00"),
+        ("back\\slash \\x1b", "back\\slash \\x1b"),
     ],
 )
 def test_visible_spells_out_controls_and_keeps_text(text: str, shown: str) -> None:
     assert format.visible(text) == shown
+
+
+def spelled_out(char: str) -> str:
+    """What visible shows for one character, by the rule stated in the module."""
+    code = ord(char)
+    if unicodedata.category(char) in ("Cc", "Cs") or char in INVISIBLE_FORMAT:
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return char
+
+
+# Any code point, lone surrogates included.
+any_text = st.text(st.characters(exclude_categories=()))
+
+
+@given(any_text | hostile_text)
+@example("".join(sorted(INVISIBLE_FORMAT)))
+# Each edge of each unsafe range, and its neighbour outside.
+@example("\x00\x1f\x20\x7e\x7f\x9f\xa0\u2027\u202f\u2065\u206a\ud7ff\ud800\udfff\ue000")
+def test_visible_spells_out_exactly_the_unsafe_characters(text: str) -> None:
+    assert format.visible(text) == "".join(map(spelled_out, text))
+
+
+@given(st.text(st.sampled_from("\r\n a\x85\u2028")) | any_text)
+def test_one_line_turns_each_line_break_into_one_space(text: str) -> None:
+    # A CRLF pair is one break; a lone CR or LF is one too.
+    assert format.one_line(text) == format.visible(re.sub(r"\r\n|[\r\n]", " ", text))
 
 
 # -- times --------------------------------------------------------------------------

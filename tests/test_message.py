@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pipost import schemas
@@ -22,6 +23,7 @@ from pipost.message import (
     Sender,
     check_body,
     encode,
+    is_message_id,
     new_message,
     parse,
     to_json,
@@ -39,6 +41,32 @@ def letter_name(path: Path) -> str:
 
 
 # -- the reference's own files ------------------------------------------------------
+
+
+# Written out here rather than taken from the module, so that a change of the
+# module's check cannot silently change what the test expects.
+WELL_FORMED_ID = re.compile(r"[0-9]{13}-[0-9a-f]{8}")
+
+
+@st.composite
+def id_like(draw: st.DrawFn) -> str:
+    """A well-formed id with at most a few characters changed, added or taken away."""
+    text = draw(st.from_regex(WELL_FORMED_ID, fullmatch=True))
+    start = draw(st.integers(0, len(text)))
+    end = start + draw(st.integers(0, 2))
+    return text[:start] + draw(st.text(max_size=2)) + text[end:]
+
+
+@given(id_like())
+@example("1796078509367_deed10f1")
+@example("1796078509367-deed10fg")
+@example("1796078509367-DEED10F1")
+@example("179607850936-deed10f1")
+@example("1796078509367-deed10f12")
+@example("1796078509367-deed10f1\n")
+@example("\u0661796078509367-deed10f1")  # an Arabic-Indic digit one
+def test_is_message_id_agrees_with_the_regex(text: str) -> None:
+    assert is_message_id(text) == (WELL_FORMED_ID.fullmatch(text) is not None)
 
 
 def test_there_are_interop_messages() -> None:

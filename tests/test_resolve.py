@@ -15,12 +15,15 @@ from pipost.resolve import (
     MAX_TARGETS,
     Caller,
     Candidate,
-    Directory,
     Refusal,
     Target,
     resolve,
     resolve_all,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pipost.resolve import Directory
 
 NOW = 1796078534257
 
@@ -292,14 +295,14 @@ def handles(directory: MemoryDirectory) -> st.SearchStrategy[str]:
 # first level anything matches. Stated here on its own terms, to check resolve by.
 def match_level(handle: str, record: Record) -> int | None:
     kind = classify_handle(handle)
-    if kind is HandleKind.ADDRESS:
+    if kind == HandleKind.ADDRESS:
         return 0 if handle == record.address else None
-    if kind is HandleKind.PATH:
+    if kind == HandleKind.PATH:
         path = CALLER.canonical(expand_path(handle, CALLER.cwd, CALLER.home))
         return 0 if path == record.cwd else None
     levels = [
         handle == record.session_id,
-        kind is HandleKind.SESSION_ID_PREFIX
+        kind == HandleKind.SESSION_ID_PREFIX
         and record.session_id.lower().startswith(handle.lower()),
         handle in (record.name, default_name(record.cwd, record.address)),
         handle == record.cwd.rsplit("/", 1)[-1],

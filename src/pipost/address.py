@@ -11,27 +11,33 @@ Everything here is pure: no filesystem, no clock.
 
 from __future__ import annotations
 
-import enum
-import hashlib
 import posixpath
-import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, Literal
+
+    Kind = Literal["address", "path", "session id prefix", "name"]
+
+# The grammar, for the schemas; is_address checks it by hand, as importing ``re``
+# would cost a hook-run ``send`` more than the send itself.
 ADDRESS_PATTERN = r"^s-[0-9a-f]{12}$"
-_ADDRESS_RE = re.compile(r"s-[0-9a-f]{12}")
-# A session-id prefix starts with at least 8 hex characters, so that a short
-# word that happens to be hex ("cafe", "bead") is never taken for an id.
-_SESSION_ID_PREFIX_RE = re.compile(r"[0-9a-fA-F]{8}[0-9a-fA-F-]*")
+_LOWER_HEX = frozenset("0123456789abcdef")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_HEX_OR_DASH = _HEX | {"-"}
 
 
 def address_of(session_id: str) -> str:
     """The address of the conversation ``session_id`` (the wire contract, SPEC 1.1)."""
+    import hashlib  # here, not at the top: sending to an address never hashes
+
     digest = hashlib.sha256(b"session\0" + session_id.encode("utf-8")).hexdigest()
     return "s-" + digest[:12]
 
 
 def is_address(text: str) -> bool:
     """True only for a well-formed address; safe to use as a path component."""
-    return _ADDRESS_RE.fullmatch(text) is not None
+    return len(text) == 14 and text.startswith("s-") and _LOWER_HEX.issuperset(text[2:])
 
 
 def default_name(cwd: str, address: str) -> str:
@@ -45,24 +51,32 @@ def resume_handle(session_id: str) -> str:
     return "-".join(session_id.split("-")[:3])
 
 
-class HandleKind(enum.Enum):
+class HandleKind:
     """What a target string is taken for first (SPEC 4). Only ADDRESS and PATH are
-    final: the other kinds fall through to names when they match no session id."""
+    final: the other kinds fall through to names when they match no session id.
 
-    ADDRESS = "address"
-    PATH = "path"
-    SESSION_ID_PREFIX = "session id prefix"
-    NAME = "name"
+    Plain strings rather than an ``enum``, whose import a hook-run ``send`` would pay."""
+
+    ADDRESS: Final = "address"
+    PATH: Final = "path"
+    SESSION_ID_PREFIX: Final = "session id prefix"
+    NAME: Final = "name"
 
 
-def classify_handle(handle: str) -> HandleKind:
+def classify_handle(handle: str) -> Kind:
     if is_address(handle):
         return HandleKind.ADDRESS
     if handle in ("~", ".", "..") or handle.startswith("~/") or "/" in handle:
         return HandleKind.PATH
-    if _SESSION_ID_PREFIX_RE.fullmatch(handle):
+    if _is_session_id_prefix(handle):
         return HandleKind.SESSION_ID_PREFIX
     return HandleKind.NAME
+
+
+def _is_session_id_prefix(handle: str) -> bool:
+    # At least 8 leading hex characters, so that a short word that happens to be
+    # hex ("cafe", "bead") is never taken for an id; then hex and dashes.
+    return len(handle) >= 8 and _HEX.issuperset(handle[:8]) and _HEX_OR_DASH.issuperset(handle[8:])
 
 
 def expand_path(handle: str, cwd: str, home: str) -> str:

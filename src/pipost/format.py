@@ -12,40 +12,41 @@ Pure: times and presence are handed in.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 from pipost.address import resume_handle
-from pipost.message import Message
 from pipost.registry import Presence
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pipost.message import Message
     from pipost.resolve import Candidate
 
 DAY_MS = 24 * 3600 * 1000
 QUOTE = "│ "
 FRAME = "[pi-post]"
 
-# C0 and C1 controls, DEL, the invisible characters that reorder or break lines
-# (bidi overrides and isolates, line and paragraph separators), and lone
-# surrogates (undecodable bytes), which a UTF-8 terminal stream cannot even take.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+# C0 and C1 controls, DEL, and the invisible characters that reorder or break
+# lines (bidi overrides and isolates, line and paragraph separators). A table
+# rather than a regex: importing ``re`` would cost a hook-run ``send`` more than
+# the send itself.
+_UNSAFE = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for first, last in ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x202E), (0x2066, 0x2069))
+    for code in range(first, last + 1)
+}
 
 
 def visible(text: str) -> str:
     """``text`` with every control character spelled out (``\\x1b``), one line."""
-    return _UNSAFE.sub(_escape, text)
+    # Lone surrogates (undecodable bytes), which a UTF-8 terminal stream cannot
+    # even take, are what UTF-8 cannot encode: backslashreplace spells them out.
+    return text.translate(_UNSAFE).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def one_line(text: str) -> str:
     """Line breaks become spaces (as the reference's peek shows them), then visible."""
-    return visible(re.sub(r"\r\n|[\r\n]", " ", text))
+    return visible(text.replace("\r\n", " ").replace("\r", " ").replace("\n", " "))
 
 
 def iso_time(ms: int) -> str:

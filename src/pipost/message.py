@@ -9,13 +9,17 @@ keys in the reference's order, non-ASCII text unescaped.
 
 from __future__ import annotations
 
-import json
-import re
-import secrets
-from dataclasses import dataclass
-from typing import Any, Literal
+import os
 
+from pipost import jsontext
 from pipost.address import is_address
+from pipost.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    SenderKind = Literal["session", "process"]
 
 VERSION = 1
 BODY_CAP = 32768
@@ -26,21 +30,32 @@ BODY_CAP = 32768
 # needs to read past it (INV-09).
 LETTER_READ_LIMIT = 6 * BODY_CAP + 64 * 1024
 
+# The grammar, for the schemas; is_message_id checks it by hand, as importing
+# ``re`` would cost a hook-run ``send`` more than the send itself.
 ID_PATTERN = r"^[0-9]{13}-[0-9a-f]{8}$"
-_ID_RE = re.compile(r"[0-9]{13}-[0-9a-f]{8}")
+_DIGITS = frozenset("0123456789")
+_LOWER_HEX = frozenset("0123456789abcdef")
 SUFFIX = ".json"
 
-SenderKind = Literal["session", "process"]
 _SENDER_KEYS = {"kind", "name", "address", "cwd"}
 _MESSAGE_KEYS = {"v", "id", "from", "replyTo", "sentAt", "body"}
 
 
-@dataclass(frozen=True)
-class Sender:
+class Sender(Value):
+    # In the order of the fields, which Value's repr and replace follow.
+    __slots__ = ("kind", "name", "address", "cwd")  # noqa: RUF023
     kind: SenderKind
     name: str
-    address: str | None = None
-    cwd: str | None = None
+    address: str | None
+    cwd: str | None
+
+    def __init__(
+        self, kind: SenderKind, name: str, address: str | None = None, cwd: str | None = None
+    ) -> None:
+        self.kind = kind
+        self.name = name
+        self.address = address
+        self.cwd = cwd
 
     @property
     def key(self) -> str:
@@ -48,25 +63,44 @@ class Sender:
         return self.address or self.name
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(Value):
+    __slots__ = ("id", "sender", "sent_at", "body", "reply_to", "v")  # noqa: RUF023
     id: str
     sender: Sender
     sent_at: int
     body: str
-    reply_to: str | None = None
-    v: int = VERSION
+    reply_to: str | None
+    v: int
+
+    def __init__(
+        self,
+        id: str,
+        sender: Sender,
+        sent_at: int,
+        body: str,
+        reply_to: str | None = None,
+        v: int = VERSION,
+    ) -> None:
+        self.id = id
+        self.sender = sender
+        self.sent_at = sent_at
+        self.body = body
+        self.reply_to = reply_to
+        self.v = v
 
     @property
     def file_name(self) -> str:
         return self.id + SUFFIX
 
 
-@dataclass(frozen=True)
-class Rejected:
+class Rejected(Value):
     """Why bytes are not a message. Never carries the body."""
 
+    __slots__ = ("reason",)
     reason: str
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 class BodyError(ValueError):
@@ -75,12 +109,17 @@ class BodyError(ValueError):
 
 def is_message_id(text: str) -> bool:
     """True only for a well-formed id; safe to use as a path component."""
-    return _ID_RE.fullmatch(text) is not None
+    return (
+        len(text) == 22
+        and _DIGITS.issuperset(text[:13])
+        and text[13] == "-"
+        and _LOWER_HEX.issuperset(text[14:])
+    )
 
 
 def make_id(sent_at: int, nonce: str | None = None) -> str:
     """``<sentAt zero-padded to 13 digits>-<8 lowercase hex>``: ids sort by time."""
-    return f"{sent_at:013d}-{nonce if nonce is not None else secrets.token_hex(4)}"
+    return f"{sent_at:013d}-{nonce if nonce is not None else os.urandom(4).hex()}"
 
 
 def body_size(body: str) -> int:
@@ -132,7 +171,7 @@ def to_json(message: Message) -> dict[str, Any]:
 
 
 def encode(message: Message) -> bytes:
-    return json.dumps(to_json(message), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return jsontext.encode(to_json(message)).encode("utf-8")
 
 
 def parse(raw: bytes, file_name: str | None = None) -> Message | Rejected:
@@ -144,7 +183,9 @@ def parse(raw: bytes, file_name: str | None = None) -> Message | Rejected:
     except UnicodeDecodeError:
         return Rejected("not UTF-8")
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+        data = jsontext.decode(
+            text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant
+        )
     except RecursionError:
         return Rejected("JSON nested too deeply")
     except ValueError as error:  # JSONDecodeError and our hooks' refusals

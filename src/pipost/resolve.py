@@ -13,71 +13,93 @@ Pure: the directory of sessions and the canonicalisation of paths are handed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
-
 from pipost import format
 from pipost.address import HandleKind, classify_handle, default_name, expand_path
-from pipost.registry import Presence, Record
+from pipost.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Protocol
+
+    from pipost.registry import Presence, Record
+
+    class Directory(Protocol):
+        """What resolution reads: the sessions, their presence, the mailboxes."""
+
+        def by_address(self, address: str) -> Candidate | None: ...
+
+        def candidates(self) -> Sequence[Candidate]:
+            """Every session, in listing order (live first, then by last seen)."""
+            ...
+
+        def has_mailbox(self, address: str) -> bool: ...
+
 
 MAX_TARGETS = 8
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(Value):
     """A session as resolution and listings see it."""
 
+    # Fields in their order, which Value's repr and replace follow.
+    __slots__ = ("record", "presence", "queued")  # noqa: RUF023
     record: Record
     presence: Presence
     queued: int
+
+    def __init__(self, record: Record, presence: Presence, queued: int) -> None:
+        self.record = record
+        self.presence = presence
+        self.queued = queued
 
     @property
     def address(self) -> str:
         return self.record.address
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Value):
     """A resolved target; ``candidate`` is None for a mailbox with no record."""
 
+    __slots__ = ("address", "candidate")
     address: str
     candidate: Candidate | None
 
+    def __init__(self, address: str, candidate: Candidate | None) -> None:
+        self.address = address
+        self.candidate = candidate
 
-@dataclass(frozen=True)
-class Refusal:
+
+class Refusal(Value):
+    __slots__ = ("handle", "text")
     handle: str | None
     text: str
 
-
-class Directory(Protocol):
-    """What resolution reads: the sessions, their presence, the mailboxes."""
-
-    def by_address(self, address: str) -> Candidate | None: ...
-
-    def candidates(self) -> Sequence[Candidate]:
-        """Every session, in listing order (live first, then by last seen)."""
-        ...
-
-    def has_mailbox(self, address: str) -> bool: ...
+    def __init__(self, handle: str | None, text: str) -> None:
+        self.handle = handle
+        self.text = text
 
 
-@dataclass(frozen=True)
-class Caller:
+class Caller(Value):
     """Where relative paths start, and how an existing path is canonicalised."""
 
+    __slots__ = ("cwd", "home", "canonical")  # noqa: RUF023
     cwd: str
     home: str
     canonical: Callable[[str], str]
 
+    def __init__(self, cwd: str, home: str, canonical: Callable[[str], str]) -> None:
+        self.cwd = cwd
+        self.home = home
+        self.canonical = canonical
+
 
 def resolve(handle: str, directory: Directory, caller: Caller) -> Target | Refusal:
     kind = classify_handle(handle)
-    if kind is HandleKind.ADDRESS:
+    if kind == HandleKind.ADDRESS:
         return _by_address(handle, directory)
     candidates = directory.candidates()
-    if kind is HandleKind.PATH:
+    if kind == HandleKind.PATH:
         path = expand_path(handle, caller.cwd, caller.home)
         try:
             path = caller.canonical(path)
@@ -127,7 +149,7 @@ def _exact_session_id(handle: str, record: Record) -> bool:
 
 
 def _session_id_prefix(handle: str, record: Record) -> bool:
-    return classify_handle(handle) is HandleKind.SESSION_ID_PREFIX and (
+    return classify_handle(handle) == HandleKind.SESSION_ID_PREFIX and (
         record.session_id.lower().startswith(handle.lower())
     )
 
