@@ -590,36 +590,53 @@ def test_the_quarantine_command_lists_what_was_set_aside(tmp_path: Path) -> None
 
 def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
     """`pi-post send` runs from hooks on every tool call: the receiving side, the
-    drop log, the driver and the process machinery stay unloaded."""
+    drop log, the driver and the process machinery stay unloaded, and so does every
+    standard module that costs a cold start more than the send itself."""
+    root = tmp_path / "post"
+    address = address_of("lean-send-target")
+    (root / "inbox" / address).mkdir(parents=True, mode=0o700)
+    root.chmod(0o700)
     probe = (
-        "import sys, runpy\n"
-        "sys.argv = ['pi-post', 'send', '--to', 'nobody', '--body', 'x']\n"
-        "try:\n"
-        "    runpy.run_module('pipost', run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print(' '.join(sorted(sys.modules)))\n"
+        "import sys\n"
+        "from pipost.cli import main\n"
+        f"code = main(['send', '--to', {address!r}, '--body', 'x'])\n"
+        "print(code, ' '.join(sorted(sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
-        env={"PI_POST_DIR": str(tmp_path / "post"), "PATH": os.environ.get("PATH", "")},
+        env={"PI_POST_DIR": str(root), "PATH": os.environ.get("PATH", "")},
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    loaded = set(done.stdout.split())
-    assert "pipost.mailbox" in loaded  # the probe really ran a send
+    receipt, modules = done.stdout.splitlines()
+    code, *loaded = modules.split()
+    assert receipt.startswith(f"queued {address} ") and code == "0"
+    assert mailbox.count(root, address) == 1  # the probe really sent
     unused = {
         "pipost.host",
         "pipost.droplog",
         "pipost.driver",
         "pipost.demo",
+        "pipost.watch",
         "subprocess",
         "threading",
         "ctypes",
         "signal",
+        "select",
         "datetime",
         "shlex",
+        "re",
+        "json",
+        "dataclasses",
+        "inspect",
+        "typing",
+        "enum",
+        "pathlib",
+        "hashlib",
+        "secrets",
+        "argparse",
+        "contextlib",
     }
-    assert loaded & unused == set()
+    assert set(loaded) & unused == set()

@@ -19,7 +19,7 @@ import errno
 import os
 import stat
 
-from pipost import files, watch
+from pipost import files
 from pipost.address import is_address
 from pipost.message import LETTER_READ_LIMIT, SUFFIX, Message, Rejected, encode, parse
 from pipost.value import Value
@@ -137,6 +137,8 @@ def deposit(root: StrPath, address: str, message: Message, *, durable: bool = Tr
 def wait_consumed(letter: str, timeout: float) -> bool:
     """True once ``letter`` is gone (the receiver's receipt), False at the timeout;
     woken by the unlink itself where the kernel can tell."""
+    from pipost import watch  # here: a send to a stopped session never waits
+
     return watch.wait_gone(letter, timeout)
 
 

@@ -17,7 +17,7 @@ from pipost.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Literal
+    from typing import Any, Final, Literal
 
     SenderKind = Literal["session", "process"]
 
@@ -43,11 +43,11 @@ _MESSAGE_KEYS = {"v", "id", "from", "replyTo", "sentAt", "body"}
 
 class Sender(Value):
     # In the order of the fields, which Value's repr and replace follow.
-    __slots__ = ("kind", "name", "address", "cwd")  # noqa: RUF023
-    kind: SenderKind
-    name: str
-    address: str | None
-    cwd: str | None
+    __slots__ = ("kind", "name", "address", "cwd")
+    kind: Final[SenderKind]
+    name: Final[str]
+    address: Final[str | None]
+    cwd: Final[str | None]
 
     def __init__(
         self, kind: SenderKind, name: str, address: str | None = None, cwd: str | None = None
@@ -64,13 +64,13 @@ class Sender(Value):
 
 
 class Message(Value):
-    __slots__ = ("id", "sender", "sent_at", "body", "reply_to", "v")  # noqa: RUF023
-    id: str
-    sender: Sender
-    sent_at: int
-    body: str
-    reply_to: str | None
-    v: int
+    __slots__ = ("id", "sender", "sent_at", "body", "reply_to", "v")
+    id: Final[str]
+    sender: Final[Sender]
+    sent_at: Final[int]
+    body: Final[str]
+    reply_to: Final[str | None]
+    v: Final[int]
 
     def __init__(
         self,
@@ -97,7 +97,7 @@ class Rejected(Value):
     """Why bytes are not a message. Never carries the body."""
 
     __slots__ = ("reason",)
-    reason: str
+    reason: Final[str]
 
     def __init__(self, reason: str) -> None:
         self.reason = reason

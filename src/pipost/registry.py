@@ -18,18 +18,16 @@ record names (INV-17).
 
 from __future__ import annotations
 
-import enum
-import json
 import os
 
-from pipost import files
+from pipost import files, jsontext
 from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected
 from pipost.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Final, Protocol
+    from typing import Any, ClassVar, Final, Protocol
 
     from pipost.files import Folder, StrPath
 
@@ -46,14 +44,32 @@ SWEEP_AFTER_MS = 7 * 24 * 3600 * 1000
 RECORD_READ_LIMIT = 64 * 1024
 
 
-class Presence(enum.Enum):
-    LIVE = "live"
-    STALLED = "stalled"
-    OFFLINE = "offline"
+class Presence:
+    """A session's presence, decided by the table above: three instances compared by
+    identity (a plain class: importing enum would cost a send more than the
+    rest of its imports)."""
+
+    __slots__ = ("value",)
+    LIVE: ClassVar[Presence]
+    STALLED: ClassVar[Presence]
+    OFFLINE: ClassVar[Presence]
+    ALL: ClassVar[tuple[Presence, ...]]
+
+    def __init__(self, value: str) -> None:
+        self.value: Final = value
+
+    def __repr__(self) -> str:
+        return f"Presence.{self.value.upper()}"
 
     @property
     def process_exists(self) -> bool:
         return self is not Presence.OFFLINE
+
+
+Presence.LIVE = Presence("live")
+Presence.STALLED = Presence("stalled")
+Presence.OFFLINE = Presence("offline")
+Presence.ALL = (Presence.LIVE, Presence.STALLED, Presence.OFFLINE)
 
 
 class Record(Value):
@@ -175,7 +191,7 @@ def to_json(record: Record) -> dict[str, Any]:
 
 
 def encode(record: Record) -> bytes:
-    return json.dumps(to_json(record), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return jsontext.encode(to_json(record)).encode("utf-8")
 
 
 def _is_int(value: object) -> bool:
@@ -195,7 +211,7 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
     if len(raw) > RECORD_READ_LIMIT:
         return Rejected("record is too large")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = jsontext.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return Rejected("not JSON")
     if not isinstance(data, dict):

@@ -20,7 +20,7 @@ from pipost.value import Value
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Protocol
+    from typing import Final, Protocol
 
     from pipost.registry import Presence, Record
 
@@ -43,10 +43,10 @@ class Candidate(Value):
     """A session as resolution and listings see it."""
 
     # Fields in their order, which Value's repr and replace follow.
-    __slots__ = ("record", "presence", "queued")  # noqa: RUF023
-    record: Record
-    presence: Presence
-    queued: int
+    __slots__ = ("record", "presence", "queued")
+    record: Final[Record]
+    presence: Final[Presence]
+    queued: Final[int]
 
     def __init__(self, record: Record, presence: Presence, queued: int) -> None:
         self.record = record
@@ -62,8 +62,8 @@ class Target(Value):
     """A resolved target; ``candidate`` is None for a mailbox with no record."""
 
     __slots__ = ("address", "candidate")
-    address: str
-    candidate: Candidate | None
+    address: Final[str]
+    candidate: Final[Candidate | None]
 
     def __init__(self, address: str, candidate: Candidate | None) -> None:
         self.address = address
@@ -72,8 +72,8 @@ class Target(Value):
 
 class Refusal(Value):
     __slots__ = ("handle", "text")
-    handle: str | None
-    text: str
+    handle: Final[str | None]
+    text: Final[str]
 
     def __init__(self, handle: str | None, text: str) -> None:
         self.handle = handle
@@ -83,10 +83,10 @@ class Refusal(Value):
 class Caller(Value):
     """Where relative paths start, and how an existing path is canonicalised."""
 
-    __slots__ = ("cwd", "home", "canonical")  # noqa: RUF023
-    cwd: str
-    home: str
-    canonical: Callable[[str], str]
+    __slots__ = ("cwd", "home", "canonical")
+    cwd: Final[str]
+    home: Final[str]
+    canonical: Final[Callable[[str], str]]
 
     def __init__(self, cwd: str, home: str, canonical: Callable[[str], str]) -> None:
         self.cwd = cwd
