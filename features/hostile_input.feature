@@ -54,6 +54,35 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
     Then pi-post fails, saying "symlink"
     And what lies outside the post office is untouched
 
+  @INV-22
+  Scenario: a symlinked inbox folder is refused by peek, by senders and by the receiver, and nothing behind it is read or written
+    Given a folder outside the post office holding a valid letter "lured"
+    And the post office's inbox folder is a symlink to a folder outside holding that folder as bob's mailbox
+    When the user runs "pi-post peek {bob}"
+    Then pi-post fails, saying "symlink"
+    When the user runs "pi-post send --to {bob} --body hello"
+    Then pi-post fails, saying "symlink"
+    When bob starts receiving
+    Then bob refuses to start, saying "symlink"
+    And nothing entered bob's context
+    When the user runs "pi-post list --all"
+    Then pi-post prints "bob" and not "lured"
+    And what lies outside the post office is untouched
+
+  @INV-22 @INV-16
+  Scenario: a symlinked registry folder is never read through: its records are not listed or resolved
+    Given a well-formed record of a session "mallory" outside the post office
+    And the post office's registry folder is a symlink to a folder outside holding mallory's record
+    And I note every path under the scratch folder
+    When the user runs "pi-post list --all"
+    Then pi-post fails, saying "symlink"
+    When the user runs "pi-post resolve {mallory}"
+    Then pi-post prints "no registry record" and not "mallory"
+    When the user runs "pi-post send --to mallory --body hello"
+    Then pi-post fails, saying "symlink"
+    And no path under the scratch folder changed
+    And what lies outside the post office is untouched
+
   @INV-22 @INV-12 @INV-16
   Scenario: a symlinked registry record is skipped by listings and resolution, and its target is untouched
     Given a well-formed record of a session "mallory" outside the post office

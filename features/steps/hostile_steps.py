@@ -361,6 +361,35 @@ def symlinked_mailbox(context: Context) -> None:
     os.symlink(the.outside / "mailbox", the.inbox)
 
 
+@given(
+    "the post office's inbox folder is a symlink to a folder outside holding that folder "
+    "as bob's mailbox"
+)
+def symlinked_inbox(context: Context) -> None:
+    the = hostile(context)
+    lured_inbox = the.outside / "inbox"
+    lured_inbox.mkdir(mode=0o700)
+    (the.outside / "mailbox").rename(lured_inbox / the.receiver.address)
+    os.rmdir(the.inbox)  # empty: bob took nothing yet
+    os.rmdir(the.inbox.parent)
+    os.symlink(lured_inbox, the.inbox.parent)
+    the.remember_outside()
+
+
+@given("the post office's registry folder is a symlink to a folder outside holding (\\w+)'s record")
+def symlinked_registry(context: Context, label: str) -> None:
+    the = hostile(context)
+    lured = the.outside / "registry"
+    lured.mkdir(mode=0o700)
+    (the.outside / f"{label}.json").rename(lured / f"{the.addresses[label]}.json")
+    real = Path(registry.registry_dir(the.root))
+    for name in os.listdir(real):
+        os.unlink(real / name)
+    os.rmdir(real)
+    os.symlink(lured, real)
+    the.remember_outside()
+
+
 @given(f"a well-formed record of a session {QUOTED} outside the post office")
 def record_outside(context: Context, label: str) -> None:
     the = hostile(context)
