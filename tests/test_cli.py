@@ -640,3 +640,44 @@ def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
         "contextlib",
     }
     assert set(loaded) & unused == set()
+
+
+def _run_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join(sys.path)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_exit_now_flushes_what_was_printed_and_keeps_the_code(tmp_path: Path) -> None:
+    done = _run_python(
+        "import sys\n"
+        "from pipost.cli import exit_now\n"
+        "print('queued', end='')\n"  # to a pipe, stdout is block-buffered: still held
+        "sys.stderr.write('err')\n"
+        "exit_now(3)\n",
+        tmp_path,
+    )
+    assert done.returncode == 3
+    assert done.stdout == "queued"
+    assert done.stderr == "err"
+
+
+def test_exit_now_waits_for_a_thread_like_a_normal_exit(tmp_path: Path) -> None:
+    done = _run_python(
+        "import pathlib, threading, time\n"
+        "from pipost.cli import exit_now\n"
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        "    pathlib.Path('written-late').write_text('done')\n"
+        "threading.Thread(target=late).start()\n"
+        "exit_now(0)\n",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "written-late").read_text() == "done"

@@ -1,5 +1,3 @@
-import sys
+from pipost.cli import exit_now, main
 
-from pipost.cli import main
-
-sys.exit(main())
+exit_now(main())

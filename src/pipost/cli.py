@@ -22,7 +22,7 @@ from pipost.registry import OsProcessTable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from typing import TextIO
+    from typing import NoReturn, TextIO
 
     from pipost.registry import ProcessTable
 
@@ -537,3 +537,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` without the interpreter's teardown.
+
+    Freeing every module and object at exit costs a hook-run send about a fifth
+    of its cold start, and a command that ran no thread has nothing left to do:
+    its files are closed and its letters flushed to disk. So once stdout and
+    stderr are flushed the process ends at once. A command that started threads
+    (they import threading) gets the normal exit, which waits for them."""
+    if "threading" in sys.modules:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        sys.exit(code)  # the normal exit reports what could not be written
+    os._exit(code)
