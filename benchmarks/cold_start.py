@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from measure import Figure, Report, median, ms, timed
+from measure import Figure, Report, median, ms, run_timed
 
 import pipost
 from pipost.address import address_of
@@ -35,12 +35,6 @@ def venv_bin(name: str) -> str:
 
 def process_env(root: Path) -> dict[str, str]:
     return {"PI_POST_DIR": str(root), "HOME": str(root.parent), "PATH": os.environ["PATH"]}
-
-
-def run_process(argv: list[str], env: dict[str, str]) -> float:
-    return timed(
-        lambda: subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True, timeout=120)
-    )
 
 
 def empty_mailbox(folder: Path) -> None:
@@ -103,7 +97,7 @@ def measure(rounds: int) -> Report:
             if round_index % 2:
                 order.reverse()
             for name in order:
-                samples[name].append(run_process(variants[name], env))
+                samples[name].append(run_timed(variants[name], env, timeout=120))
                 empty_mailbox(folder)
         imports = import_costs(send, env, runs=3)
         empty_mailbox(folder)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,6 +27,26 @@ def timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
+
+
+def run_timed(argv: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> float:
+    """Seconds from starting ``argv`` to its exit; raises if it fails.
+
+    Waits for the exit in one blocking call: ``subprocess.run(timeout=…)`` polls
+    with sleeps that double from 0.5 ms to 50 ms, which rounds a 20 ms process up
+    to 32 ms. A timer kills the process at ``timeout`` instead."""
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    watchdog = threading.Timer(timeout, process.kill)
+    watchdog.start()
+    try:
+        code = process.wait()
+    finally:
+        watchdog.cancel()
+    elapsed = time.perf_counter() - started
+    if code != 0:
+        raise subprocess.CalledProcessError(code, argv)
+    return elapsed
 
 
 def interleaved(floor: Sample, subject: Sample, rounds: int) -> tuple[list[float], list[float]]:

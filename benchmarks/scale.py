@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from functools import partial
 from pathlib import Path
 
 from cold_start import process_env, venv_bin
-from measure import Figure, Report, interleaved, median, timed
+from measure import Figure, Report, interleaved, median, run_timed, timed
 
 from pipost import cli, files, mailbox, registry
 from pipost.address import address_of
@@ -192,22 +191,10 @@ def measure(rounds: int, sizes: list[int]) -> Report:
                 floors.setdefault(name, []).append(floor_s)
         largest = max(sizes)
         process_floor, process_list = interleaved(
-            lambda: timed(
-                lambda: subprocess.run(
-                    [sys.executable, "-I", "-S", "-c", READ_ALL, str(grown.root / "registry")],
-                    check=True,
-                    timeout=600,
-                )
+            lambda: run_timed(
+                [sys.executable, "-I", "-S", "-c", READ_ALL, str(grown.root / "registry")]
             ),
-            lambda: timed(
-                lambda: subprocess.run(
-                    [venv_bin("pi-post"), "list"],
-                    env=process_env(grown.root),
-                    stdout=subprocess.DEVNULL,
-                    check=True,
-                    timeout=600,
-                )
-            ),
+            lambda: run_timed([venv_bin("pi-post"), "list"], env=process_env(grown.root)),
             rounds,
         )
         queued = grown.queued
