@@ -295,9 +295,12 @@ def document(report: Report, results: dict[str, Any], plotted: bool) -> str:
         f"`pi-post send` took {duration(send.seconds)} against {duration(send.floor_seconds)}"
         f" for the bare interpreter ({send.ratio or 0:.2f}×; the goal is 2×). The"
         " interpreter with `site`, which any console script needs to find its package,"
-        f" took {site.ratio or 0:.2f}× the floor on its own, and importing `pipost.cli`"
-        f" {imported.ratio or 0:.2f}×; the send itself (one record looked up by address,"
-        " a durable deposit with its two fsyncs) is the rest. By self time"
+        f" took {site.ratio or 0:.2f}× the floor on its own, and a process that imports"
+        f" `pipost.cli` and exits the ordinary way {imported.ratio or 0:.2f}×. The send"
+        " imports the same, looks one record up by address and makes a durable deposit"
+        " (two fsyncs), but then ends without the interpreter's teardown"
+        " (`cli.exit_now`), which is why it can take less than the import alone. By self"
+        " time"
         " (`python -X importtime`, median of 3 runs, inflated by the load like"
         " everything else here):",
         "",
@@ -308,9 +311,7 @@ def document(report: Report, results: dict[str, Any], plotted: bool) -> str:
         " accelerator directly, `jsontext.py`), `dataclasses` (records are"
         " `value.Value`s), `typing`, `enum`, `pathlib`, `hashlib`, `secrets` or"
         " `contextlib`, and the `pi-post` console script is written by hand, since the"
-        " one pip generates imports `re`; a command that started no thread ends"
-        " without the interpreter's teardown (`cli.exit_now`), which would cost a send"
-        " a fifth of its time. The receiving side, the drop log, the driver,"
+        " one pip generates imports `re`. The receiving side, the drop log, the driver,"
         " the watch, `subprocess`, `threading`, `ctypes`, `datetime` and `shlex` stay"
         " unloaded too (all pinned by tests/test_cli.py). What is left is the"
         " interpreter, `site`, and a dozen small pipost modules.",
