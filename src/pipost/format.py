@@ -104,13 +104,17 @@ def frame(message: Message) -> str:
 # -- listings and the resolve card --------------------------------------------------
 
 
+_STATES = {
+    Presence.LIVE: "live",
+    Presence.STALLED: "not responding, seen {since} ago",
+    Presence.OFFLINE: "offline {since} ago",
+}
+
+
 def _state(candidate: Candidate, now: int) -> str:
-    since = age(now - candidate.record.last_seen)
-    state = {
-        Presence.LIVE: "live",
-        Presence.STALLED: f"not responding, seen {since} ago",
-        Presence.OFFLINE: f"offline {since} ago",
-    }[candidate.presence]
+    state = _STATES[candidate.presence]
+    if candidate.presence is not Presence.LIVE:
+        state = state.format(since=age(now - candidate.record.last_seen))
     if candidate.queued:
         state += f", {candidate.queued} queued"
     return state
@@ -144,9 +148,11 @@ def listing(candidates: Sequence[Candidate], now: int, *, everything: bool) -> l
     return lines
 
 
+_RANKS = {Presence.LIVE: 0, Presence.STALLED: 1, Presence.OFFLINE: 2}
+
+
 def listing_order(candidate: Candidate) -> tuple[int, int, str]:
-    rank = {Presence.LIVE: 0, Presence.STALLED: 1, Presence.OFFLINE: 2}[candidate.presence]
-    return (rank, -candidate.record.last_seen, candidate.record.address)
+    return (_RANKS[candidate.presence], -candidate.record.last_seen, candidate.record.address)
 
 
 def resolve_card(candidate: Candidate, now: int) -> list[str]:

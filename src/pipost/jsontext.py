@@ -90,8 +90,7 @@ def decode(
 
     Raises RecursionError for nesting too deep, as ``json`` does, and otherwise
     ValueError: the hooks' own, or ``json.JSONDecodeError`` with its message."""
-    # typeshed asks for a scanner, though _json reads only the attributes.
-    scan = make_scanner(_Context(object_pairs_hook, parse_constant))  # type: ignore[arg-type]
+    scan = _scanner(object_pairs_hook, parse_constant)
     start = len(text) - len(text.lstrip(_SPACE))
     try:
         value, end = scan(text, start)
@@ -104,6 +103,23 @@ def decode(
     if len(text.rstrip(_SPACE)) != end:
         return _decode_with_json(text, object_pairs_hook, parse_constant)
     return value
+
+
+_scanners: dict[tuple[PairsHook | None, ConstantHook | None], Callable[[str, int], Any]] = {}
+"""One scanner per pair of hooks, built once: building one costs as much as a
+record's scan. ``json`` shares its default decoder the same way."""
+
+
+def _scanner(
+    object_pairs_hook: PairsHook | None, parse_constant: ConstantHook | None
+) -> Callable[[str, int], Any]:
+    key = (object_pairs_hook, parse_constant)
+    scan = _scanners.get(key)
+    if scan is None:
+        # typeshed asks for a scanner, though _json reads only the attributes.
+        scan = make_scanner(_Context(object_pairs_hook, parse_constant))  # type: ignore[arg-type]
+        _scanners[key] = scan
+    return scan
 
 
 def _decode_with_json(

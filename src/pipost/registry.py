@@ -170,7 +170,9 @@ def mailbox_is_sweepable(recorded: bool, entries: int) -> bool:
 
 # -- the record on disk -------------------------------------------------------------
 
-_KNOWN = ("v", "address", "sessionId", "name", "cwd", "pid", "pidStart", "startedAt", "lastSeen")
+_KNOWN = frozenset(
+    ("v", "address", "sessionId", "name", "cwd", "pid", "pidStart", "startedAt", "lastSeen")
+)
 
 
 def to_json(record: Record) -> dict[str, Any]:
@@ -218,11 +220,13 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
         return Rejected("not a JSON object")
     if not _is_int(data.get("v")) or data["v"] != VERSION:
         return Rejected("v is not 1")
+    # "\ud800" is valid JSON but no text: it would crash hashing and printing. Only
+    # a \u escape can spell one, so a record without any needs no check.
+    escaped = b"\\u" in raw
     for key in ("address", "sessionId", "name", "cwd"):
         if not isinstance(data.get(key), str) or not data[key]:
             return Rejected(f"{key} is not a non-empty string")
-        # "\ud800" is valid JSON but no text: it would crash hashing and printing.
-        if not _is_utf8_text(data[key]):
+        if escaped and not _is_utf8_text(data[key]):
             return Rejected(f"{key} holds unpaired surrogates")
     for key in ("startedAt", "lastSeen"):
         if not _is_int(data.get(key)):
@@ -232,7 +236,7 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
         return Rejected("pid is not a positive integer")
     if pid_start is not None and not isinstance(pid_start, str):
         return Rejected("pidStart is not a string")
-    if pid_start is not None and not _is_utf8_text(pid_start):
+    if pid_start is not None and escaped and not _is_utf8_text(pid_start):
         return Rejected("pidStart holds unpaired surrogates")
     if not is_address(data["address"]) or address_of(data["sessionId"]) != data["address"]:
         return Rejected("address is not the address of sessionId")
@@ -247,7 +251,7 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
         last_seen=data["lastSeen"],
         pid=pid,
         pid_start=pid_start,
-        extra={k: v for k, v in data.items() if k not in _KNOWN},
+        extra={} if _KNOWN.issuperset(data) else {k: v for k, v in data.items() if k not in _KNOWN},
     )
 
 
