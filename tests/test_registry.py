@@ -17,7 +17,8 @@ import pytest
 
 from pipost import files, mailbox, registry
 from pipost.address import address_of
-from pipost.registry import OsProcessTable, Presence
+from pipost.message import Rejected
+from pipost.registry import OsProcessTable, Presence, Record
 from tests.helpers import (
     DAY_MS,
     NOW,
@@ -400,3 +401,23 @@ def test_records_differing_in_a_field_we_write_are_unequal(change: dict[str, obj
     record = make_record("equal", "/work", pid=5, pid_start="5")
     assert record.replace(**change) != record
     assert record.replace(extra={"other": "writer"}) == record
+
+
+@pytest.mark.parametrize(
+    ("escaped_name", "accepted"),
+    [
+        ("\\ud83d\\ude00", True),  # a pair: one character, valid text
+        ("\\u00e9t\\u00e9", True),
+        ("\\ud800", False),  # a lone surrogate: JSON, but no text
+        ("x\\udfff", False),
+    ],
+)
+def test_a_name_spelled_with_escapes_is_text_or_refused(escaped_name: str, accepted: bool) -> None:
+    record = make_record("escapes", "/work", pid=5)
+    raw = registry.encode(record).replace(b'"name":"', b'"name":"' + escaped_name.encode(), 1)
+    parsed = registry.parse(raw)
+    if accepted:
+        assert isinstance(parsed, Record)
+        assert parsed.name.startswith(json.loads(f'"{escaped_name}"'))
+    else:
+        assert parsed == Rejected("name holds unpaired surrogates")
