@@ -460,3 +460,25 @@ def test_a_group_writable_mailbox_folder_is_refused_when_opened(tmp_path: Path) 
     folder.chmod(0o770)
     with pytest.raises(files.UnsafePath):
         files.walk(tmp_path, "inbox")
+
+
+def test_a_read_takes_one_call_for_a_file_smaller_than_a_chunk(
+    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record or a letter is read in one call, not one more to learn of the end."""
+    (tmp_path / "record.json").write_bytes(b"{}" * 100)
+    handle = here.open_file("record.json")
+    assert handle is not None
+    real_read = os.read
+    sizes: list[int] = []
+
+    def counted(fd: int, size: int) -> bytes:
+        sizes.append(size)
+        return real_read(fd, size)
+
+    monkeypatch.setattr(os, "read", counted)
+    try:
+        assert handle.read(1000) == b"{}" * 100
+    finally:
+        handle.close()
+    assert sizes == [1001]

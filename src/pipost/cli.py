@@ -307,8 +307,8 @@ def cmd_list(args: Sequence[str], ctx: Context) -> int:
     if not sessions:
         ctx.say("no sessions are registered")
         return 0
-    for line in format.listing(sessions, post.clock(), everything="--all" in options):
-        ctx.say(line)
+    # One write: a flush per line costs a registry of thousands a write call each.
+    ctx.say("\n".join(format.listing(sessions, post.clock(), everything="--all" in options)))
     return 0
 
 

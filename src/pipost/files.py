@@ -299,11 +299,13 @@ class Folder:
             raise
         handle = OpenFile(fd)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise UnsafePath(errno.EINVAL, "not a regular file", self.name(name))
         except BaseException:
             handle.close()
             raise
+        handle.size = info.st_size
         return handle
 
     def read_bounded(self, name: str, limit: int) -> bytes | None:
@@ -368,21 +370,30 @@ class OpenFile:
     claim, which lives as long as the descriptor: the kernel releases it when the
     holder dies, so a crashed receiver never strands a message."""
 
-    __slots__ = ("fd",)
+    __slots__ = ("fd", "size")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.size: int | None = None
+        """The file's size when it was opened, where known."""
 
     def read(self, limit: int) -> bytes:
-        """At most ``limit + 1`` bytes, so an oversize file is noticed, never read whole."""
+        """At most ``limit + 1`` bytes, so an oversize file is noticed, never read whole.
+
+        Stops once it has the size the file had when opened, sparing the read that
+        would only say "end of file"; letters and records are never written in place."""
         chunks: list[bytes] = []
         remaining = limit + 1
+        taken = 0
         while remaining > 0:
             chunk = os.read(self.fd, min(remaining, 1 << 16))
             if not chunk:
                 break
             chunks.append(chunk)
             remaining -= len(chunk)
+            taken += len(chunk)
+            if self.size is not None and taken >= self.size:
+                break
         return b"".join(chunks)
 
     def close(self) -> None:

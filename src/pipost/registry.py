@@ -288,7 +288,11 @@ def write(root: StrPath, record: Record) -> None:
 
 
 def _read_in(folder: Folder, address: str) -> Record | None:
-    name = record_name(address)
+    return _read_named(folder, record_name(address))
+
+
+def _read_named(folder: Folder, name: str) -> Record | None:
+    """The record in the file ``name``, whose address part is already checked."""
     try:
         raw = folder.read_bounded(name, RECORD_READ_LIMIT)
     except OSError:
@@ -318,9 +322,8 @@ def records_in(folder: Folder) -> list[Record]:
     for name in sorted(folder.names()):
         if name.startswith(".") or not name.endswith(".json"):
             continue
-        address = name[: -len(".json")]
-        if is_address(address):
-            record = _read_in(folder, address)
+        if is_address(name[: -len(".json")]):
+            record = _read_named(folder, name)
             if record is not None:
                 found.append(record)
     return found
