@@ -196,10 +196,6 @@ def encode(record: Record) -> bytes:
     return jsontext.encode(to_json(record)).encode("utf-8")
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_utf8_text(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -208,47 +204,59 @@ def _is_utf8_text(text: str) -> bool:
     return True
 
 
+_TEXT_FIELDS = ("address", "sessionId", "name", "cwd")
+
+
 def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
-    """Strict on the fields we know, tolerant of fields we do not; never raises."""
+    """Strict on the fields we know, tolerant of fields we do not; never raises.
+
+    Types are checked with ``type(x) is ...``: the decoder makes exact ints and
+    strs, and a bool is not an int here. A listing parses every record, so the
+    checks are written to be cheap."""
     if len(raw) > RECORD_READ_LIMIT:
         return Rejected("record is too large")
     try:
         data = jsontext.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return Rejected("not JSON")
-    if not isinstance(data, dict):
+    if type(data) is not dict:
         return Rejected("not a JSON object")
-    if not _is_int(data.get("v")) or data["v"] != VERSION:
+    get = data.get
+    if type(get("v")) is not int or data["v"] != VERSION:
         return Rejected("v is not 1")
     # "\ud800" is valid JSON but no text: it would crash hashing and printing. Only
     # a \u escape can spell one, so a record without any needs no check.
     escaped = b"\\u" in raw
-    for key in ("address", "sessionId", "name", "cwd"):
-        if not isinstance(data.get(key), str) or not data[key]:
+    for key in _TEXT_FIELDS:
+        value = get(key)
+        if type(value) is not str or not value:
             return Rejected(f"{key} is not a non-empty string")
-        if escaped and not _is_utf8_text(data[key]):
+        if escaped and not _is_utf8_text(value):
             return Rejected(f"{key} holds unpaired surrogates")
-    for key in ("startedAt", "lastSeen"):
-        if not _is_int(data.get(key)):
-            return Rejected(f"{key} is not an integer")
-    pid, pid_start = data.get("pid"), data.get("pidStart")
-    if pid is not None and (not _is_int(pid) or pid <= 0):
+    started_at, last_seen = get("startedAt"), get("lastSeen")
+    if type(started_at) is not int:
+        return Rejected("startedAt is not an integer")
+    if type(last_seen) is not int:
+        return Rejected("lastSeen is not an integer")
+    pid, pid_start = get("pid"), get("pidStart")
+    if pid is not None and (type(pid) is not int or pid <= 0):
         return Rejected("pid is not a positive integer")
-    if pid_start is not None and not isinstance(pid_start, str):
+    if pid_start is not None and type(pid_start) is not str:
         return Rejected("pidStart is not a string")
     if pid_start is not None and escaped and not _is_utf8_text(pid_start):
         return Rejected("pidStart holds unpaired surrogates")
-    if not is_address(data["address"]) or address_of(data["sessionId"]) != data["address"]:
+    address = data["address"]
+    if not is_address(address) or address_of(data["sessionId"]) != address:
         return Rejected("address is not the address of sessionId")
-    if file_name is not None and file_name != data["address"] + ".json":
+    if file_name is not None and file_name != address + ".json":
         return Rejected("file name is not the address")
     return Record(
-        address=data["address"],
+        address=address,
         session_id=data["sessionId"],
         name=data["name"],
         cwd=data["cwd"],
-        started_at=data["startedAt"],
-        last_seen=data["lastSeen"],
+        started_at=started_at,
+        last_seen=last_seen,
         pid=pid,
         pid_start=pid_start,
         extra={} if _KNOWN.issuperset(data) else {k: v for k, v in data.items() if k not in _KNOWN},
