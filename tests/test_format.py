@@ -414,3 +414,20 @@ def test_receipts_reproduce_the_reference() -> None:
     assert format.receipt(True, "s-6bb4b1bc7f53", "1796078534364-bb43be6c") == (
         "delivered s-6bb4b1bc7f53 1796078534364-bb43be6c"
     )
+
+
+def test_every_unsafe_character_is_spelled_out_even_alone_or_among_printable_text() -> None:
+    """visible() returns printable text unchanged without looking further: so every
+    character it must spell out has to be one str.isprintable() refuses."""
+    unsafe = [
+        *range(0x00, 0x20),
+        *range(0x7F, 0xA0),
+        *range(0x2028, 0x202F),
+        *range(0x2066, 0x206A),
+        *range(0xD800, 0xE000),
+    ]
+    for code in unsafe:
+        for text in (chr(code), f"name{chr(code)}tail"):
+            shown = format.visible(text)
+            assert chr(code) not in shown, hex(code)
+            assert shown.isprintable(), hex(code)

@@ -39,6 +39,8 @@ _UNSAFE = {
 
 def visible(text: str) -> str:
     """``text`` with every control character spelled out (``\\x1b``), one line."""
+    if text.isprintable():  # no control, format, separator or surrogate character
+        return text
     # Lone surrogates (undecodable bytes), which a UTF-8 terminal stream cannot
     # even take, are what UTF-8 cannot encode: backslashreplace spells them out.
     return text.translate(_UNSAFE).encode("utf-8", "backslashreplace").decode("utf-8")
