@@ -117,7 +117,7 @@ class Registry:
 
     def read_all_and_mailboxes(self) -> None:
         self.read_all()
-        inboxes = Path(mailbox.inbox_root(self.root))
+        inboxes = self.root / "inbox"
         for address in os.listdir(inboxes):
             os.listdir(inboxes / address)
 

@@ -106,10 +106,10 @@ def json_names(folder: Path) -> list[str]:
     return sorted(name for name in os.listdir(folder) if name.endswith(".json"))
 
 
-def made(root: Path, *parts: str) -> Path:
-    """The folder ``root/parts...``, made (0700) as pipost makes it; its path."""
-    files.make(root, *parts).close()
-    return root.joinpath(*parts)
+def made(root: Path, first: str, *rest: str) -> Path:
+    """The folder ``root/first/rest...``, made (0700) as pipost makes it; its path."""
+    files.make(root, first, *rest).close()
+    return root.joinpath(first, *rest)
 
 
 def put(path: Path, data: bytes, *, durable: bool = True) -> None:

@@ -80,7 +80,7 @@ def test_make_accepts_existing_folders(tmp_path: Path) -> None:
 def test_walk_of_a_missing_level_is_none_and_makes_nothing(tmp_path: Path) -> None:
     root = tmp_path / "post"
     assert files.walk(root, "inbox") is None
-    files.make(root).close()
+    files.make_root(root).close()
     assert files.walk(root, "inbox", "s-0123456789ab") is None
     assert list(root.iterdir()) == []
 

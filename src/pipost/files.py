@@ -113,23 +113,20 @@ def check_root(root: StrPath) -> bool:
     return True
 
 
-def walk(root: StrPath, *parts: str) -> Folder | None:
-    """The folder ``root/parts...``, each level opened from the one above it; None
-    when a level (the root included) is missing."""
+def walk(root: StrPath, first: str, *rest: str) -> Folder | None:
+    """The folder ``root/first/rest...``, each level opened from the one above it;
+    None when a level (the root included) is missing."""
     top = open_root(root)
-    if top is None or not parts:
-        return top
+    if top is None:
+        return None
     with top:
-        return top.walk(*parts)
+        return top.walk(first, *rest)
 
 
-def make(root: StrPath, *parts: str) -> Folder:
-    """The folder ``root/parts...``, each missing level made (0700, flushed)."""
-    top = make_root(root)
-    if not parts:
-        return top
-    with top:
-        return top.make(*parts)
+def make(root: StrPath, first: str, *rest: str) -> Folder:
+    """The folder ``root/first/rest...``, each missing level made (0700, flushed)."""
+    with make_root(root) as top:
+        return top.make(first, *rest)
 
 
 class Folder:

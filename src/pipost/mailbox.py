@@ -55,10 +55,6 @@ def checked(address: str) -> str:
     return address
 
 
-def inbox_root(root: StrPath) -> str:
-    return os.path.join(root, "inbox")
-
-
 def inbox_of(root: StrPath, address: str) -> str:
     """The mailbox folder's path (for watching and for messages)."""
     return os.path.join(root, "inbox", checked(address))
@@ -162,15 +158,6 @@ def _read_letter(folder: Folder, name: str) -> Letter | None:
     if raw is None:
         return None
     return Letter(name, parse(raw, name))
-
-
-def read_letter(root: StrPath, address: str, name: str) -> Letter | None:
-    """A bounded read with no side effects; None if the letter is gone."""
-    folder = open_inbox(root, address)
-    if folder is None:
-        return None
-    with folder:
-        return _read_letter(folder, name)
 
 
 def peek(root: StrPath, address: str) -> list[Letter]:
