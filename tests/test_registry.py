@@ -421,3 +421,22 @@ def test_a_name_spelled_with_escapes_is_text_or_refused(escaped_name: str, accep
         assert parsed.name.startswith(json.loads(f'"{escaped_name}"'))
     else:
         assert parsed == Rejected("name holds unpaired surrogates")
+
+
+@pytest.mark.parametrize(
+    ("name", "age_ms", "sweepable"),
+    [
+        ("1796078509367-deed10f1.json.tmp", registry.TEMPORARY_STALE_MS + 1, True),
+        (".s-52c78af935a3.0a1b2c3d.tmp", registry.TEMPORARY_STALE_MS + 1, True),
+        ("1796078509367-deed10f1.json.tmp", registry.TEMPORARY_STALE_MS, False),
+        ("1796078509367-deed10f1.json.tmp", 0, False),
+        ("1796078509367-deed10f1.json", YEAR_MS, False),
+        ("notes.txt", YEAR_MS, False),
+        ("tmp", YEAR_MS, False),
+    ],
+)
+def test_only_temporaries_untouched_for_36_hours_are_sweepable(
+    name: str, age_ms: int, sweepable: bool
+) -> None:
+    assert registry.TEMPORARY_STALE_MS == 36 * 3600 * 1000
+    assert registry.temporary_is_sweepable(name, age_ms) is sweepable

@@ -168,6 +168,17 @@ def mailbox_is_sweepable(recorded: bool, entries: int) -> bool:
     return not recorded and entries == 0
 
 
+TEMPORARY_STALE_MS = 36 * 3600 * 1000
+"""A temporary file untouched this long was left by a writer that died (the maildir
+rule): no deposit or record write takes more than a moment."""
+
+
+def temporary_is_sweepable(name: str, age_ms: int) -> bool:
+    """Only ``*.tmp`` files (deposits and record writes in flight) untouched for more
+    than 36 hours; every ``.json`` and anything else is kept."""
+    return name.endswith(".tmp") and age_ms > TEMPORARY_STALE_MS
+
+
 # -- the record on disk -------------------------------------------------------------
 
 _KNOWN = frozenset(
