@@ -418,6 +418,7 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         name=options["--name"][-1] if "--name" in options else None,
         inbound=policy.inbound_mode(ctx.environ.get("PI_POST_INBOUND")),
         resume=policy.resume_mode(ctx.environ.get("PI_POST_RESUME")),
+        say=lambda line: _warn(ctx, line),
     )
     previous = {
         sig: signal.signal(sig, lambda *_: receiver.request_stop())
@@ -425,14 +426,18 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     }
     try:
         receiver.start()
-        ctx.stderr.write(f"pi-post: listening as {receiver.address}\n")
-        ctx.stderr.flush()
+        _warn(ctx, f"listening as {receiver.address}")
         receiver.serve()
     finally:
         receiver.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _warn(ctx: Context, line: str) -> None:
+    ctx.stderr.write(f"pi-post: {line}\n")
+    ctx.stderr.flush()
 
 
 def cmd_log(args: Sequence[str], ctx: Context) -> int:

@@ -71,6 +71,11 @@ class Delivery:
     """True: a steer that also wakes an idle session. False: staged for the first prompt."""
 
 
+class EntryFailed(Exception):
+    """A context could not take a message; the text says why (an exit status, a
+    timeout), for the session to report. The letter stays queued."""
+
+
 class Context(Protocol):
     """Where delivered text goes: the model's context, a transcript, a command."""
 
@@ -78,7 +83,12 @@ class Context(Protocol):
         """Whether the context already holds this message; None if it cannot tell."""
 
     def enter(self, delivery: Delivery) -> bool:
-        """True once the text is in the context; False leaves the letter queued."""
+        """True once the text is in the context; False (or EntryFailed, saying why)
+        leaves the letter queued."""
+
+
+def _quiet(line: str) -> None:
+    """A host with no one to tell (tests, the driver)."""
 
 
 @dataclass
@@ -108,6 +118,9 @@ class Host:
     resume: Resume = Resume.WAKE
     ask: Callable[[Message], bool] | None = None
     """Asks the person (PI_POST_INBOUND=ask); None where there is no UI."""
+    say: Callable[[str], None] = _quiet
+    """Tells the person running the session what went wrong and how to fix it, one
+    line at a time (pi-post listen: standard error)."""
     kernel_events: bool = True
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
