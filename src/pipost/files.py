@@ -44,18 +44,29 @@ class Vanished(OSError):
     """A folder was removed (by a sweep) while we waited for its lock."""
 
 
+def privacy_fault(owner: int, mode: int, uid: int) -> str | None:
+    """Why a folder is not private to ``uid``: "owner" (someone else's) or "mode"
+    (others can write into it); None when it is. Whoever can write there can forge
+    mail or swap in a symlink."""
+    if owner != uid:
+        return "owner"
+    if mode & 0o022:
+        return "mode"
+    return None
+
+
 def check_private(path: str, info: os.stat_result) -> None:
-    """Refuse a folder that someone else owns or that others can write into:
-    whoever can write there can forge mail or swap in a symlink."""
+    """Refuse a folder that is not private (privacy_fault), saying what to fix."""
     uid = os.geteuid()
-    if info.st_uid != uid:
+    fault = privacy_fault(info.st_uid, info.st_mode, uid)
+    if fault == "owner":
         raise UnsafePath(
             errno.EPERM,
             f"owned by uid {info.st_uid}, not by you (uid {uid}); "
             "pi-post only uses folders of your own",
             path,
         )
-    if info.st_mode & 0o022:
+    if fault == "mode":
         raise UnsafePath(
             errno.EPERM,
             f"writable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
@@ -67,7 +78,7 @@ def check_private(path: str, info: os.stat_result) -> None:
 def open_root(root: StrPath) -> Folder | None:
     """Open the root folder, refusing a symlink, a non-folder or a folder that is not
     private; None when there is no root yet (nothing sent or registered)."""
-    path = _root_path(root)
+    path = root_path(root)
     try:
         fd = os.open(path, _FOLDER)
     except FileNotFoundError:
@@ -92,15 +103,16 @@ def make_root(root: StrPath) -> Folder:
     found = open_root(root)
     if found is not None:
         return found
-    parent_path, name = os.path.split(os.path.abspath(_root_path(root)))
+    parent_path, name = os.path.split(os.path.abspath(root_path(root)))
     os.makedirs(parent_path, DIR_MODE, exist_ok=True)
     # The root's parents are the user's business: they may be links, or /tmp.
     with Folder(os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY), parent_path) as parent:
         return parent.make(name)
 
 
-def _root_path(root: StrPath) -> str:
-    # "post/" would follow a symlink "post" despite O_NOFOLLOW.
+def root_path(root: StrPath) -> str:
+    """The root as a path to open or lstat: "post/" would follow a symlink "post"
+    despite O_NOFOLLOW."""
     return os.fspath(root).rstrip("/") or "/"
 
 
