@@ -13,11 +13,13 @@ What runs the scenarios is chosen with behave's userdata:
     -D skip_log=<file>    one JSON line per skipped scenario, with the reason
 
 With impl and not cli, the @cli scenarios are skipped; with cli and not impl,
-everything else is (a CLI-only implementation). Against another implementation a
-scenario is skipped, with the reason, when a step drives pipost itself in this
-process (a step module that imports pipost beyond its driver) or calls an
-operation the implementation's ``capabilities`` leave out; which operations a step
-calls is read from the step modules' source, through the helpers they call.
+everything else is (a CLI-only implementation). With cli, the @cli scenarios
+also tagged @pipost-only are skipped: they hold pipost's additions to SPEC 8.
+Against another implementation a scenario is skipped, with the reason, when a
+step drives pipost itself in this process (a step module that imports pipost
+beyond its driver) or calls an operation the implementation's ``capabilities``
+leave out; which operations a step calls is read from the step modules' source,
+through the helpers they call.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from pipost.driver import Driver, InProcessDriver, SubprocessDriver
 
 STEPS = Path(__file__).parent / "steps"
 CLI_TAG = "cli"
+PIPOST_ONLY_TAG = "pipost-only"
+"""A command-line scenario of what pipost adds beyond SPEC 8 (doctor, --json)."""
 
 
 @dataclass
@@ -124,7 +128,11 @@ class Implementation:
         self, scenario: Scenario, source: StepSource, steps: StepRegistry
     ) -> str | None:
         if CLI_TAG in scenario.effective_tags:
-            return None if self.run_cli else "a command-line scenario: run it with --cli"
+            if not self.run_cli:
+                return "a command-line scenario: run it with --cli"
+            if self.cli is not None and PIPOST_ONLY_TAG in scenario.effective_tags:
+                return "pipost's own addition to the command line (doctor, --json), not SPEC 8"
+            return None
         if self.cli_only:
             return "CLI-only implementation: the scenario needs the driver"
         if self.capabilities is None:

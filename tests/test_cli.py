@@ -315,6 +315,11 @@ def test_reading_leaves_the_tree_byte_identical(tree: Tree) -> None:
     commands: list[list[str]] = [["list"], ["list", "--all"], ["whoami"], ["help"]]
     commands += [["resolve", handle] for handle in handles]
     commands += [["peek", handle] for handle in handles]
+    commands += [["log"], ["quarantine"], ["doctor"]]
+    commands += [[*argv, "--json"] for argv in (["list"], ["list", "--all"], *commands[-3:])]
+    commands += [
+        [command, handle, "--json"] for command in ("resolve", "peek") for handle in handles
+    ]
     before = tree_snapshot(root)
     outcomes = []
     for argv in commands:
@@ -332,6 +337,12 @@ def test_reading_leaves_the_tree_byte_identical(tree: Tree) -> None:
             mailbox.peek(root, address)
     assert tree_snapshot(root) == before
     assert {o.code for o in outcomes} == {0, 1}  # both answers and refusals were read
+    for argv, outcome in zip(commands, outcomes, strict=True):  # and every command ran
+        assert "unknown option" not in outcome.stderr, argv
+        if "--json" in argv and (argv[0] == "doctor" or outcome.code == 0):
+            assert outcome.stdout.startswith('{"v":1,'), argv
+        if argv == ["doctor"]:
+            assert outcome.stdout.split()[:2] == ["ok", "root-ok:"], outcome
 
 
 def test_the_readers_saw_the_tree(tree: Tree) -> None:

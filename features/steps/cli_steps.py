@@ -17,18 +17,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jsonschema
 from behave import given, then, when
 from behave.runner import Context
 from feature_world import (
     FIXTURES,
     QUOTED,
     QUOTED_LIST,
+    dict_of,
     fingerprint,
+    letter_bytes,
+    list_of,
     quoted_items,
+    text_of,
     tree_changes,
     use_regular_expressions,
+    valid_letter,
     write_private,
 )
+from referencing import Registry, Resource
+
+from pipost.driver import Json
 
 use_regular_expressions()
 
@@ -139,20 +148,30 @@ def shell(context: Context) -> Shell:
 # -- the post office, laid out by hand ---------------------------------------------------
 
 
-def _write_record(context: Context, label: str, session_id: str, cwd: str, name: str) -> None:
+def _write_record(
+    context: Context,
+    label: str,
+    session_id: str,
+    cwd: str,
+    name: str,
+    running: dict[str, object] | None = None,
+) -> None:
+    """An offline session's record, seen a minute ago; ``running`` gives the pid (and
+    pidStart) of one that says it runs, seen just now."""
     me = shell(context)
     folder = Path(me.expand(cwd))
     folder.mkdir(parents=True, exist_ok=True)
     address = address_of(session_id)
     now = int(time.time() * 1000)
-    record = {
+    record: dict[str, object] = {
         "v": 1,
         "address": address,
         "sessionId": session_id,
         "name": name.replace("{default}", f"{folder.name}-{address[2:6]}"),
         "cwd": str(folder),
+        **(running or {}),
         "startedAt": now - 3_600_000,
-        "lastSeen": now - 60_000,
+        "lastSeen": now if running else now - 60_000,
     }
     write_private(me.root / "registry" / f"{address}.json", json.dumps(record).encode())
     me.addresses[label] = address
@@ -289,6 +308,203 @@ def letter_body(context: Context, body: str) -> None:
 def letter_long_body(context: Context, count: str, character: str) -> None:
     found = shell(context).sent_letter()["body"]
     assert found == character * int(count), f"a body of {len(str(found))} characters"
+
+
+# -- pipost's additions to the command line: doctor and the --json documents --------------
+# Laid out as pipost writes them, and read back through the schema shipped with it.
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "src" / "pipost" / "schemas"
+STALE_AFTER_H = 36
+
+
+def _documents() -> jsonschema.Draft202012Validator:
+    def load(name: str) -> dict[str, object]:
+        found = json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
+        assert isinstance(found, dict)
+        return found
+
+    wire = [load("message.v1"), load("record.v1")]
+    referenced = Registry().with_resources(
+        (str(schema["$id"]), Resource.from_contents(schema)) for schema in wire
+    )
+    return jsonschema.Draft202012Validator(load("cli.v1"), registry=referenced)
+
+
+def document(context: Context) -> dict[str, Json]:
+    assert "document" in context, "no document was printed yet"
+    return dict_of(context.document)
+
+
+def _aged(path: Path, hours: int) -> None:
+    moment = time.time() - hours * 3600
+    os.utime(path, (moment, moment))
+
+
+@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED}, running as this process")
+def session_of_this_process(context: Context, label: str, session_id: str, cwd: str) -> None:
+    _write_record(context, label, session_id, cwd, label, {"pid": os.getpid()})
+
+
+@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED} whose pid no process has")
+def session_of_a_dead_pid(context: Context, label: str, session_id: str, cwd: str) -> None:
+    ended = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    pid = int(ended.stdout)
+    assert not os.path.exists(f"/proc/{pid}"), "the pid was taken again at once"
+    _write_record(context, label, session_id, cwd, label, {"pid": pid, "pidStart": "12345"})
+
+
+@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED} whose pid another process has now")
+def session_of_a_recycled_pid(context: Context, label: str, session_id: str, cwd: str) -> None:
+    # This process runs under the pid, but did not start at clock tick 1.
+    _write_record(context, label, session_id, cwd, label, {"pid": os.getpid(), "pidStart": "1"})
+
+
+@given(f"the mailbox of {QUOTED} holds (\\d+) letters")
+def letters_queued(context: Context, label: str, count: str) -> None:
+    me = shell(context)
+    for number in range(int(count)):
+        letter = valid_letter(f"{1796078534000 + number:013d}-{number:08x}", f"letter {number}")
+        write_private(
+            me.root / "inbox" / me.addresses[label] / f"{letter['id']}.json", letter_bytes(letter)
+        )
+
+
+@given(f"the mailbox of {QUOTED} holds a file {QUOTED} that is not JSON")
+def not_json_letter(context: Context, label: str, name: str) -> None:
+    me = shell(context)
+    write_private(me.root / "inbox" / me.addresses[label] / name, b"not json")
+
+
+@given(f"the mailbox of {QUOTED} holds a deposit in flight untouched for (\\d+) hours")
+def stale_deposit(context: Context, label: str, hours: str) -> None:
+    me = shell(context)
+    temporary = me.root / "inbox" / me.addresses[label] / "1796000000000-0badf00d.json.tmp"
+    write_private(temporary, b'{"v":1,"id":"17960')
+    _aged(temporary, int(hours))
+
+
+@given(f"the registry holds a record being replaced for {QUOTED}, untouched for (\\d+) hours")
+def stale_record_write(context: Context, label: str, hours: str) -> None:
+    me = shell(context)
+    temporary = me.root / "registry" / f".{me.addresses[label]}.c0ffee00.tmp"
+    write_private(temporary, b'{"v":1,')
+    _aged(temporary, int(hours))
+
+
+@given(f"the quarantine of {QUOTED} holds {QUOTED}, set aside because {QUOTED}")
+def quarantined_letter(context: Context, label: str, name: str, reason: str) -> None:
+    me = shell(context)
+    folder = me.root / "quarantine" / me.addresses[label]
+    write_private(folder / name, b"not json")
+    write_private(folder / f"{name}.reason", f"{reason}\n".encode())
+
+
+@given(f"the drop log says {QUOTED} for {QUOTED} from {QUOTED} was dropped: {QUOTED}")
+def logged_drop(context: Context, letter: str, label: str, sender: str, reason: str) -> None:
+    me = shell(context)
+    line = {"at": 1796078534257, "address": me.addresses[label], "letter": letter}
+    line |= {"from": sender, "reason": reason}
+    write_private(me.root / "log" / "drops.jsonl", (json.dumps(line) + "\n").encode())
+
+
+@then(f"it exits (\\d), printing a {QUOTED} document the shipped schema accepts")
+def prints_document(context: Context, code: str, command: str) -> None:
+    ran = shell(context).last()
+    assert ran.code == int(code), f"exit {ran.code}: {ran.stderr!r}"
+    assert ran.stdout.count("\n") == 1, ran.stdout
+    found = json.loads(ran.stdout)
+    _documents().validate(found)
+    assert (found["v"], found["command"]) == (1, command), found
+    context.document = found
+
+
+@then("it prints nothing on standard output")
+def prints_nothing(context: Context) -> None:
+    assert shell(context).last().stdout == ""
+
+
+def _codes(context: Context, severity: str | None = None) -> list[str]:
+    findings = [dict_of(f) for f in list_of(document(context)["findings"])]
+    return [text_of(f["code"]) for f in findings if severity in (None, f["severity"])]
+
+
+@then("every finding is ok")
+def every_finding_ok(context: Context) -> None:
+    assert _codes(context, "attention") == [], _codes(context, "attention")
+    assert document(context)["healthy"] is True
+
+
+@then(f"the findings include {QUOTED_LIST}")
+def findings_include(context: Context, codes: str) -> None:
+    missing = set(quoted_items(codes)) - set(_codes(context))
+    assert not missing, f"{sorted(missing)} not in {_codes(context)}"
+
+
+@then(f"the findings that need attention are, in any order, {QUOTED_LIST}")
+def findings_needing_attention(context: Context, codes: str) -> None:
+    assert sorted(_codes(context, "attention")) == sorted(quoted_items(codes)), _codes(context)
+    assert document(context)["healthy"] is False
+
+
+@then(f"the finding {QUOTED} is about {QUOTED}")
+def finding_subject(context: Context, code: str, subject: str) -> None:
+    findings = [dict_of(f) for f in list_of(document(context)["findings"])]
+    subjects = [f["subject"] for f in findings if f["code"] == code]
+    assert shell(context).expand(subject) in subjects, subjects
+
+
+@then("it exits (\\d), each finding of that document on a line of its own")
+def finding_lines(context: Context, code: str) -> None:
+    ran = shell(context).last()
+    assert ran.code == int(code), f"exit {ran.code}: {ran.stderr!r}"
+    lines = ran.stdout.splitlines()
+    for found in _codes(context):
+        assert any(found in line for line in lines), (found, lines)
+
+
+@then(f"the document lists {QUOTED} as (live|stalled|offline) with (\\d+) queued")
+def document_lists(context: Context, label: str, presence: str, queued: str) -> None:
+    address = shell(context).addresses[label]
+    listed = [dict_of(session) for session in list_of(document(context)["sessions"])]
+    sessions = {text_of(session["address"]): session for session in listed}
+    assert address in sessions, f"{label} ({address}) not in {sorted(sessions)}"
+    assert (sessions[address]["presence"], sessions[address]["queued"]) == (presence, int(queued))
+
+
+@then(f"the document's {QUOTED} is {QUOTED}")
+def document_field(context: Context, field_name: str, value: str) -> None:
+    assert document(context)[field_name] == shell(context).expand(value), document(context)
+
+
+@then(f"the document's {QUOTED} is empty")
+def document_field_empty(context: Context, field_name: str) -> None:
+    assert document(context)[field_name] == [], document(context)
+
+
+@then(f"the document's {QUOTED} are, each with its {QUOTED_LIST}:")
+def document_entries(context: Context, field_name: str, keys: str) -> None:
+    me = shell(context)
+    assert context.table is not None, "the step needs a table of the entries"
+    entries = [dict_of(entry) for entry in list_of(document(context)[field_name])]
+    assert len(entries) == len(context.table.rows), entries
+    for entry, row in zip(entries, context.table, strict=True):
+        for key in quoted_items(keys):
+            # "-": the entry has no such field; "<any>": it has one, not empty
+            shown, cell = _shown(entry, key), row[key]
+            if cell == "<any>":
+                assert shown, (key, entry)
+            else:
+                assert shown == (None if cell == "-" else me.expand(cell)), (key, entry)
+
+
+def _shown(entry: dict[str, Json], key: str) -> str | None:
+    """A field as a table cell: ``from.name`` reaches into an object, a time is its iso."""
+    value: Json = entry
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, dict) and "iso" in value:
+        value = value["iso"]
+    return None if value is None else str(value)
 
 
 # -- whose post office it is (SPEC 10, INV-22): only the folder is changed here ------------

@@ -51,23 +51,36 @@ the message within 1.5 s, otherwise "queued <address> <id>".
                        address of $PI_SESSION_ID); "none" sends no reply address
 """,
     "list": """\
-usage: pi-post list [--all]
+usage: pi-post list [--all] [--json]
 
 List registered sessions, live first: name, address, presence, queued mail,
 directory and the handle to resume the session with. Offline sessions unseen
 for over a day with nothing queued are summarised unless --all is given.
+
+  --all    list those sessions too
+  --json   print one JSON document instead (docs/json.md): per session its
+           address, name, session id, cwd, presence, queued count, pid, times
+           and resume handle, and how many were left out
 """,
     "resolve": """\
-usage: pi-post resolve <target>
+usage: pi-post resolve [--json] <target>
 
 Show the session a target names: name, address, session id, presence, directory
 and the command that resumes it. Refuses, listing the candidates, when the
 target is ambiguous.
+
+  --json   print one JSON document instead (docs/json.md): the target, its
+           address, queued count and session (null for an address no session
+           registered); a refusal still goes to stderr with exit 1
 """,
     "peek": """\
-usage: pi-post peek <target>
+usage: pi-post peek [--json] <target>
 
 Show the messages queued for a session, oldest first, without taking them.
+
+  --json   print one JSON document instead (docs/json.md): the address and per
+           letter its file name and id, sender, reply address, time and body,
+           or why it is not a message
 """,
     "whoami": """\
 usage: pi-post whoami
@@ -93,10 +106,13 @@ it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
 PI_POST_INBOUND=accept|refuse and PI_POST_RESUME=wake|stage apply.
 """,
     "log": """\
-usage: pi-post log
+usage: pi-post log [--json]
 
 Show the messages receiving sessions dropped or set aside, with the reason
 (never the body), oldest first.
+
+  --json   print one JSON document instead (docs/json.md): per drop its time,
+           address, letter, sender and reason
 """,
     "demo": """\
 usage: pi-post demo
@@ -106,11 +122,14 @@ folder: live and queued delivery, collecting mail on resume, a reply loop cut
 by the guard, and a sweep that keeps mail. Touches nothing of yours.
 """,
     "quarantine": """\
-usage: pi-post quarantine
+usage: pi-post quarantine [--json]
 
 Show the letters receiving sessions set aside because they were not messages
 (malformed, oversize, a symlink...), with the reason, oldest first per address.
 They stay under quarantine/ in $PI_POST_DIR, at most 20 per address.
+
+  --json   print one JSON document instead (docs/json.md): per letter its
+           address, file name, reason, when it was set aside and its path
 """,
     "driver": """\
 usage: pi-post driver
@@ -127,6 +146,19 @@ Print the message schema version and the fingerprint of the wire contract
 (message schema, record fields, address rule and vectors, file naming), and
 whether it matches the pin of that version; exit 1, saying what changed, if not.
 """,
+    "doctor": """\
+usage: pi-post doctor [--json]
+
+Check the health of the post office and change nothing: the folders (symlinks,
+owner, mode), the kernel watch, process start times, stale temporary files, the
+quarantine and the drop log, records naming a process that ended or hangs,
+mailboxes near the cap (40 or more of 50 queued), and the wire contract. One
+finding per line, with its fix; exit 0 when nothing needs attention, 1 when
+something does.
+
+  --json   print one JSON document instead (docs/json.md): per finding a stable
+           code, its severity (ok or attention), the text and the fix
+""",
     "sweep": """\
 usage: pi-post sweep
 
@@ -138,7 +170,7 @@ empty, and empty mailbox folders that no record names. Mail is never removed.
 OVERVIEW = (
     USAGE
     + """       pi-post listen --session-id <id> [--transcript <file> | --exec <command>]
-       pi-post log | quarantine | sweep | demo | driver | contract | help [<command>]
+       pi-post log | quarantine | doctor | sweep | demo | driver | contract | help [<command>]
 
 pi-post passes text between agent sessions on one machine through files under
 $PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
@@ -299,11 +331,17 @@ def cmd_send(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_list(args: Sequence[str], ctx: Context) -> int:
-    options, positional = _options(args, "list", flags=frozenset({"--all"}))
+    options, positional = _options(args, "list", flags=frozenset({"--all", "--json"}))
     if positional:
-        raise UsageError("list takes no arguments but --all")
+        raise UsageError("list takes no arguments but --all and --json")
     post = ctx.post()
     sessions = post.sessions()
+    if "--json" in options:
+        from pipost import documents
+
+        listing = documents.listing(sessions, post.clock(), everything="--all" in options)
+        ctx.say(documents.dump(listing))
+        return 0
     if not sessions:
         ctx.say("no sessions are registered")
         return 0
@@ -323,13 +361,17 @@ def _lookup(handle: str, ctx: Context) -> tuple[Post, str, int]:
 
 
 def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
-    _, positional = _options(
-        args,
-        "resolve",
-    )
+    options, positional = _options(args, "resolve", flags=frozenset({"--json"}))
     handle = _one(positional, "resolve", "target")
     post, address, queued = _lookup(handle, ctx)
     record = registry.read(post.root, address)
+    if "--json" in options:
+        from pipost import documents
+
+        candidate = None if record is None else post.candidate(record, post.clock())
+        queued = queued if candidate is None else candidate.queued
+        ctx.say(documents.dump(documents.resolved(handle, address, queued, candidate)))
+        return 0
     if record is None:
         lines = format.bare_address_card(address, queued)
     else:
@@ -341,12 +383,15 @@ def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_peek(args: Sequence[str], ctx: Context) -> int:
-    _, positional = _options(
-        args,
-        "peek",
-    )
-    post, address, _ = _lookup(_one(positional, "peek", "target"), ctx)
+    options, positional = _options(args, "peek", flags=frozenset({"--json"}))
+    handle = _one(positional, "peek", "target")
+    post, address, _ = _lookup(handle, ctx)
     letters = post.peek(address)
+    if "--json" in options:
+        from pipost import documents
+
+        ctx.say(documents.dump(documents.peeked(handle, address, letters)))
+        return 0
     if not letters:
         ctx.say(f"empty {address}")
     for letter in letters:
@@ -443,8 +488,14 @@ def _warn(ctx: Context, line: str) -> None:
 def cmd_log(args: Sequence[str], ctx: Context) -> int:
     from pipost import droplog
 
-    _options(args, "log", positional_allowed=False)
-    for drop in droplog.read(ctx.post().root):
+    options, _ = _options(args, "log", flags=frozenset({"--json"}), positional_allowed=False)
+    drops = list(droplog.read(ctx.post().root))
+    if "--json" in options:
+        from pipost import documents
+
+        ctx.say(documents.dump(documents.drops(drops)))
+        return 0
+    for drop in drops:
         ctx.say(
             f"{format.iso_time(drop.at)} {drop.address} {format.visible(drop.letter)} "
             f"from {format.visible(drop.sender)}: {format.visible(drop.reason)}"
@@ -453,15 +504,36 @@ def cmd_log(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_quarantine(args: Sequence[str], ctx: Context) -> int:
-    _options(args, "quarantine", positional_allowed=False)
+    options, _ = _options(args, "quarantine", flags=frozenset({"--json"}), positional_allowed=False)
     root = ctx.post().root
     files.check_root(root)
     entries = mailbox.quarantined(root)
+    if "--json" in options:
+        from pipost import documents
+
+        ctx.say(documents.dump(documents.quarantine(root, entries)))
+        return 0
     if not entries:
         ctx.say("the quarantine is empty")
     for entry in entries:
         ctx.say(f"{entry.address} {format.visible(entry.name)} — {format.visible(entry.reason)}")
     return 0
+
+
+def cmd_doctor(args: Sequence[str], ctx: Context) -> int:
+    options, _ = _options(args, "doctor", flags=frozenset({"--json"}), positional_allowed=False)
+    from pipost import doctor
+
+    post = ctx.post()
+    facts = doctor.survey(post.root, post.clock(), post.processes)
+    findings = doctor.diagnose(facts)
+    if "--json" in options:
+        from pipost import documents
+
+        ctx.say(documents.dump(documents.doctor(facts, findings)))
+    else:
+        ctx.say("\n".join(doctor.report(findings)))
+    return 0 if doctor.healthy(findings) else 1
 
 
 def cmd_demo(args: Sequence[str], ctx: Context) -> int:
@@ -503,6 +575,7 @@ COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "listen": cmd_listen,
     "log": cmd_log,
     "quarantine": cmd_quarantine,
+    "doctor": cmd_doctor,
     "demo": cmd_demo,
     "driver": cmd_driver,
     "contract": cmd_contract,
