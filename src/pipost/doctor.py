@@ -456,10 +456,11 @@ def check_quarantine(facts: Facts) -> list[Finding]:
     if not facts.quarantined:
         return [Finding("quarantine-ok", OK, "the quarantine is empty")]
     found = []
+    names = _names(facts)
     for address, count in sorted(facts.quarantined.items()):
         path = shlex.quote(mailbox.quarantine_of(facts.root, address))
         fix = f"read them with pi-post quarantine, then remove them: rm -r {path}"
-        who = _who(facts, address)
+        who = _who(names, address)
         if count >= mailbox.QUARANTINE_CAP:
             text = (
                 f"{who} has {count} letters in quarantine, the cap: each new one removes the oldest"
@@ -513,7 +514,7 @@ def check_records(facts: Facts) -> list[Finding]:
     found = []
     for session in facts.sessions:
         record = session.record
-        who = _who(facts, record.address)
+        who = f"{record.name} ({record.address})"
         resume = (
             f"resume it (cd {shlex.quote(record.cwd)} && pi --session "
             f"{shlex.quote(resume_handle(record.session_id))}) or start its pi-post listen again; "
@@ -557,12 +558,13 @@ def check_mailboxes(facts: Facts) -> list[Finding]:
     if not facts.usable("inbox"):
         return []
     found = _problems_of(facts, "mailbox")
+    names = _names(facts)
     for address, queued in sorted(facts.queued.items()):
         fix = (
             "the session is not reading its mail: resume it, or see what waits with "
             f"pi-post peek {address}"
         )
-        who = _who(facts, address)
+        who = _who(names, address)
         if queued >= mailbox.CAP:
             text = f"{who} has {queued} letters queued, the cap: every send to it is refused"
             found.append(Finding("mailbox-full", ATTENTION, text, fix, address))
@@ -638,11 +640,13 @@ def report(findings: Sequence[Finding]) -> list[str]:
     return lines
 
 
-def _who(facts: Facts, address: str) -> str:
-    for session in facts.sessions:
-        if session.record.address == address:
-            return f"{session.record.name} ({address})"
-    return address
+def _names(facts: Facts) -> dict[str, str]:
+    return {session.record.address: session.record.name for session in facts.sessions}
+
+
+def _who(names: dict[str, str], address: str) -> str:
+    """A session by its name and address; a mailbox no record names by its address."""
+    return f"{names[address]} ({address})" if address in names else address
 
 
 def _plural(count: int, word: str) -> str:
