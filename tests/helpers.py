@@ -118,3 +118,15 @@ def put(path: Path, data: bytes, *, durable: bool = True) -> None:
     assert folder is not None, f"no folder {path.parent}"
     with folder:
         folder.write_new(path.name, data, durable=durable)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether the process ``pid`` has ended and been reaped (a zombie waiting for its
+    reaper still answers)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

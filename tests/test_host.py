@@ -26,7 +26,7 @@ from pipost.message import Message, Sender, new_message
 from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
 from pipost.registry import OsProcessTable, Presence
-from tests.helpers import NOW, FakeProcessTable, FixedClock
+from tests.helpers import NOW, FakeProcessTable, FixedClock, process_gone
 
 SESSION = "receiver-session"
 ADDRESS = address_of(SESSION)
@@ -836,7 +836,9 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
 
     assert context.enter(delivery)
 
-    assert (tmp_path / "stdin.txt").read_text() == delivery.text
+    # The framed text, ended by a newline as a line on a pipe is (the frame has none).
+    assert (tmp_path / "stdin.txt").read_text() == delivery.text + "\n"
+    assert not delivery.text.endswith("\n")
     env = dict(
         line.split("=", 1)
         for line in (tmp_path / "env.txt").read_text().splitlines()
@@ -846,20 +848,147 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
     assert env["PI_POST_MESSAGE_FROM"] == "planner"
     assert env["PI_POST_MESSAGE_REPLY_TO"] == address_of("planner-session")
     assert env["PI_POST_WAKE"] == "0"
+    assert env["OUT"] == str(tmp_path)
     assert context.holds(delivery.message.id) is None
 
 
-def test_an_exec_context_that_exits_non_zero_leaves_the_letter_queued(
+def test_a_command_that_reads_lines_gets_the_last_line_of_the_text(tmp_path: Path) -> None:
+    command = 'while read -r line; do printf "%s\\n" "$line"; done > "$OUT/lines.txt"'
+    delivery = _delivery("the last line")
+    assert ExecContext(command, {"OUT": str(tmp_path)}).enter(delivery)
+    assert (tmp_path / "lines.txt").read_text().splitlines()[-1] == delivery.text.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("command", "timeout_s", "reason"),
+    [
+        ("exit 3", 600.0, "exit status 3"),
+        ("kill -9 $$", 600.0, "killed by signal 9"),
+        ("sleep 30", 0.3, "timed out after 0.3 s"),
+    ],
+)
+def test_a_failing_command_says_why(command: str, timeout_s: float, reason: str) -> None:
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext(command, {}, timeout_s).enter(_delivery())
+    assert str(failed.value) == reason
+
+
+def test_a_command_that_cannot_start_says_why() -> None:
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext("exit 0", {"BROKEN": "a\0b"}).enter(_delivery())
+    assert str(failed.value) == "could not start: embedded null byte"
+
+
+def _child_pid(path: Path) -> int:
+    """The pid a command wrote to ``path``, once it has."""
+    assert eventually(lambda: path.exists() and path.read_text().endswith("\n"))
+    return int(path.read_text())
+
+
+# The shell waits for a child in the background, as a command that runs a program does.
+SLEEPING_CHILD = 'sleep 30 & echo $! > "$OUT/child"; wait'
+DEAF_CHILD = 'trap "" TERM; sleep 30 & echo $! > "$OUT/child"; wait'
+"""Both the shell and its child ignore SIGTERM: only SIGKILL ends them."""
+
+
+def test_a_command_past_its_timeout_is_ended_with_everything_it_started(tmp_path: Path) -> None:
+    context = ExecContext(SLEEPING_CHILD, {"OUT": str(tmp_path)}, timeout_s=0.5)
+    with pytest.raises(host.EntryFailed, match="timed out"):
+        context.enter(_delivery())
+    assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
+
+
+def _enter_in_background(context: ExecContext) -> tuple[threading.Thread, list[Exception]]:
+    raised: list[Exception] = []
+
+    def enter() -> None:
+        try:
+            context.enter(_delivery())
+        except Exception as error:  # handed to the test, which checks what it was
+            raised.append(error)
+
+    thread = threading.Thread(target=enter, daemon=True)
+    thread.start()
+    return thread, raised
+
+
+@pytest.mark.parametrize("command", [SLEEPING_CHILD, DEAF_CHILD])
+def test_an_interrupted_command_is_ended_with_everything_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.2)
+    context = ExecContext(command, {"OUT": str(tmp_path)})
+    thread, raised = _enter_in_background(context)
+    child = _child_pid(tmp_path / "child")
+
+    context.interrupt()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the command was not ended"
+    assert [str(error) for error in raised] == ["ended by the shutdown"]
+    assert all(isinstance(error, host.EntryFailed) for error in raised)
+    assert eventually(lambda: process_gone(child))
+    (tmp_path / "child").unlink()
+    with pytest.raises(host.EntryFailed, match="stopping"):
+        context.enter(_delivery())  # a stopped context starts no other command
+    assert not (tmp_path / "child").exists()
+
+
+def test_a_stop_while_a_command_runs_leaves_its_letter_queued_and_uncounted(
+    root: Path, tmp_path: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    said: list[str] = []
+    out = tmp_path / "out"
+    out.mkdir()
+    receiver = hosts(post, ExecContext(SLEEPING_CHILD, {"OUT": str(out)}), say=said.append)
+    message = deposit(root, "hold on", NOW)
+    thread = threading.Thread(target=receiver.start, daemon=True)
+    thread.start()
+    child = _child_pid(out / "child")
+
+    receiver.request_stop()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the host did not stop its command"
+    assert queued(root) == [message.file_name]
+    assert (receiver.stats.entered, receiver.stats.failed_entries) == (0, 0)
+    assert said == []
+    assert eventually(lambda: process_gone(child))
+
+
+def test_a_failing_command_is_retried_with_backoff_and_said_why(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = SteppedTime()
+    monkeypatch.setattr(host, "time", steps)
+    said: list[str] = []
+    receiver = hosts(post, ExecContext("exit 3", {}), say=said.append)
+    message = deposit(root, "try me", NOW)
+
+    receiver.start()
+    steps.now += host.RETRY_FIRST_S
+    receiver.drain()
+
+    assert queued(root) == [message.file_name]
+    assert receiver.stats.failed_entries == 2
+    assert said == [
+        f"message {message.id} stays queued: exit status 3; next try in 1 s",
+        f"message {message.id} stays queued: exit status 3; next try in 2 s",
+    ]
+
+
+def test_a_command_past_its_timeout_counts_as_a_failure_and_is_retried(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
-    assert not ExecContext("exit 1", {}).enter(_delivery())
-    assert ExecContext("exit 0", {}).enter(_delivery())
+    said: list[str] = []
+    receiver = hosts(post, ExecContext("sleep 30", {}, timeout_s=0.3), say=said.append)
+    message = deposit(root, "too slow", NOW)
 
-    receiver = hosts(post, ExecContext("exit 1", {}))
-    message = deposit(root, "try me", NOW)
     receiver.start()
+
     assert queued(root) == [message.file_name]
     assert receiver.stats.failed_entries == 1
+    assert said == [f"message {message.id} stays queued: timed out after 0.3 s; next try in 1 s"]
 
 
 def test_a_stream_context_writes_one_json_line_per_message() -> None:

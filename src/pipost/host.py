@@ -22,7 +22,8 @@ transcript can), a crash between entry and unlink costs nothing: delivery is
 exactly once. With one that cannot, that crash window is the only way a
 message enters twice (INV-06). Heartbeats every 30 s keep the record live;
 failing to write it does not stop the session (INV-23). Shutdown marks the
-record offline and keeps it (INV-14).
+record offline and keeps it (INV-14); a command still handling a letter when
+the stop comes is ended, and the letter stays queued for the next start.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -60,6 +62,12 @@ POLL_S = 3.0
 HEARTBEAT_S = registry.HEARTBEAT_MS / 1000
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 60.0
+EXEC_TIMEOUT_S = 600.0
+"""How long an --exec command may run before it is ended and counted as a failure."""
+EXEC_KILL_GRACE_S = 1.0
+"""Between SIGTERM and SIGKILL for the process group of a command being ended."""
+_EXEC_WAIT_SLICE_S = 0.1
+"""How often a running command is checked on: for a stop asked from another thread."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,9 @@ class Context(Protocol):
     def enter(self, delivery: Delivery) -> bool:
         """True once the text is in the context; False (or EntryFailed, saying why)
         leaves the letter queued."""
+
+    # A context that can be busy for long (a command) also has interrupt(): called
+    # by Host.request_stop, from a signal handler too, it must not block.
 
 
 def _quiet(line: str) -> None:
@@ -168,10 +179,14 @@ class Host:
                 next_beat = time.monotonic() + self.heartbeat_s
 
     def request_stop(self) -> None:
-        """Safe from a signal handler or another thread."""
+        """Safe from a signal handler or another thread; an entry in progress is
+        interrupted, and its letter stays queued."""
         self._stop.set()
         if self._watch is not None:
             self._watch.wake()
+        interrupt = getattr(self.context, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
 
     def stop(self) -> None:
         """Shutdown: the record stays, without its pid (INV-14). A record another
@@ -265,13 +280,21 @@ class Host:
             self._retries.pop(claim.name, None)
             return
         delivery = Delivery(message, format.frame(message), WAKES[(self.resume, at_startup)])
+        reason = None
         try:
             entered = self.context.enter(delivery)
+        except EntryFailed as failure:
+            entered, reason = False, str(failure)
         except Exception:  # a failing context must not lose the letter
             entered = False
         if not entered:
+            if self._stop.is_set():  # cut short by the shutdown: not a failure, not retried
+                claim.release()
+                return
             self.stats.failed_entries += 1
-            self._retry_later(claim)
+            delay = self._retry_later(claim)
+            if reason is not None:
+                self.say(f"message {message.id} stays queued: {reason}; next try in {delay:g} s")
             return
         self._guard.admit(sender, message.body, now)
         self.stats.entered += 1
@@ -288,11 +311,13 @@ class Host:
         assert self.ask is not None
         return DELIVER if self.ask(message) else ASK_DECLINED
 
-    def _retry_later(self, claim: mailbox.Claim) -> None:
+    def _retry_later(self, claim: mailbox.Claim) -> float:
+        """Release the letter and schedule its next try; returns the delay."""
         claim.release()
         previous = self._retries.get(claim.name)
         delay = min(previous.delay * 2, RETRY_MAX_S) if previous else RETRY_FIRST_S
         self._retries[claim.name] = _Retry(time.monotonic() + delay, delay)
+        return delay
 
     def _log(self, letter: str, sender: str, reason: str) -> None:
         droplog.record(
@@ -366,17 +391,35 @@ class TranscriptContext:
 
 class ExecContext:
     """Runs a shell command per message with the framed text on stdin; exit 0 means
-    the text entered context. The command learns the message from its environment."""
+    the text entered context. The command learns the message from its environment.
 
-    def __init__(self, command: str, environ: dict[str, str], timeout_s: float = 600.0) -> None:
+    The command runs in a session (and process group) of its own, so that ending
+    it reaches whatever it started: past ``timeout_s``, or when the session
+    stops, the group gets SIGTERM, then SIGKILL after EXEC_KILL_GRACE_S."""
+
+    def __init__(
+        self, command: str, environ: dict[str, str], timeout_s: float = EXEC_TIMEOUT_S
+    ) -> None:
         self.command = command
         self.environ = environ
         self.timeout_s = timeout_s
+        self._running: subprocess.Popen[bytes] | None = None
+        self._stopping = False
 
     def holds(self, message_id: str) -> bool | None:
         return None
 
+    def interrupt(self) -> None:
+        """The session stops: end the command now running, start no other. Only
+        signals, so it is safe in a signal handler; enter() does the rest."""
+        self._stopping = True
+        running = self._running
+        if running is not None:
+            _signal_group(running, signal.SIGTERM)
+
     def enter(self, delivery: Delivery) -> bool:
+        if self._stopping:
+            raise EntryFailed("the session is stopping")
         message = delivery.message
         env = dict(self.environ)
         env.update(
@@ -386,16 +429,76 @@ class ExecContext:
             PI_POST_WAKE="1" if delivery.wake else "0",
         )
         try:
-            done = subprocess.run(
+            process = subprocess.Popen(
                 ["/bin/sh", "-c", self.command],
-                input=delivery.text.encode("utf-8"),
+                stdin=subprocess.PIPE,
                 env=env,
-                timeout=self.timeout_s,
-                check=False,
+                start_new_session=True,
             )
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.returncode == 0
+        except (OSError, ValueError) as error:  # ValueError: a NUL byte in a variable
+            why = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise EntryFailed(f"could not start: {why}") from None
+        with process:  # closes our end of its stdin, whatever it read
+            self._running = process
+            try:
+                # A final newline, as a line on a pipe has, for commands that read lines.
+                ended_by_us = self._wait(process, delivery.text.encode("utf-8") + b"\n")
+            finally:
+                self._running = None
+        if ended_by_us is not None:
+            raise EntryFailed(ended_by_us)
+        if process.returncode < 0:
+            raise EntryFailed(f"killed by signal {-process.returncode}")
+        if process.returncode > 0:
+            raise EntryFailed(f"exit status {process.returncode}")
+        return True
+
+    def _wait(self, process: subprocess.Popen[bytes], text: bytes) -> str | None:
+        """Feed the command its text and wait until it ends, or end it: past the
+        timeout, or once the session stops (which interrupt() may signal from
+        another thread: hence short slices). Returns why we ended it, or None."""
+        ends_at = time.monotonic() + self.timeout_s
+        feed: bytes | None = text
+        while True:
+            try:
+                process.communicate(feed, timeout=_EXEC_WAIT_SLICE_S)
+            except subprocess.TimeoutExpired:
+                feed = None  # communicate() keeps what it has not written yet
+            if process.returncode == 0:
+                return None  # taken, even if the stop came just as it finished
+            if self._stopping:
+                reason = "ended by the shutdown"
+                break
+            if process.returncode is not None:
+                return None
+            if time.monotonic() >= ends_at:
+                reason = f"timed out after {self.timeout_s:g} s"
+                break
+        _signal_group(process, signal.SIGTERM)
+        kill_at = time.monotonic() + EXEC_KILL_GRACE_S
+        # The shell may be gone while something it started still runs in its group.
+        while process.poll() is None or _group_alive(process):
+            if time.monotonic() >= kill_at:
+                _signal_group(process, signal.SIGKILL)
+                break
+            time.sleep(_EXEC_WAIT_SLICE_S)
+        process.wait()
+        return reason
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)  # its own session: the group id is its pid
+
+
+def _group_alive(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class StreamContext:
