@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
-from pipost import cli, mailbox, registry
+from pipost import cli, host, mailbox, registry
 from pipost.address import address_of
 from pipost.message import Sender, new_message
 from pipost.registry import Record
@@ -378,6 +378,33 @@ def test_an_unknown_option_is_refused(tmp_path: Path, command: str, option: str)
     assert ran.stdout == ""
     assert ran.stderr.startswith("pi-post: unknown option --bogus ")
     assert ran.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "", "nan", "inf", "\x1b[31m"])
+def test_an_exec_timeout_that_is_not_a_positive_number_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    argv = ["listen", "--session-id", "x", "--exec", "true", "--exec-timeout", value]
+    ran = run(argv, tmp_path / "post")
+    assert (ran.code, ran.stdout) == (1, "")
+    shown = value.replace("\x1b", "\\x1b")
+    assert ran.stderr == (
+        f"pi-post: --exec-timeout must be a positive number of seconds, not {shown!r}\n"
+    )
+    assert not (tmp_path / "post").exists()
+
+
+def test_an_exec_timeout_without_a_command_is_refused(tmp_path: Path) -> None:
+    ran = run(["listen", "--session-id", "x", "--exec-timeout", "5"], tmp_path / "post")
+    assert (ran.code, ran.stderr) == (1, "pi-post: --exec-timeout applies to --exec only\n")
+    assert not (tmp_path / "post").exists()
+
+
+def test_the_listen_help_gives_the_exec_timeout_and_its_default() -> None:
+    text = cli.HELP["listen"]
+    assert "[--exec-timeout <seconds>]" in text
+    assert f"(default\n                       {host.EXEC_TIMEOUT_S:g})" in text
+    assert f"SIGKILL {host.EXEC_KILL_GRACE_S:g} s later" in text
 
 
 # -- bad input: a clear refusal, never a traceback, nothing written ---------------------------

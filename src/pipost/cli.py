@@ -76,7 +76,7 @@ Print the address of the session this shell runs in ($PI_SESSION_ID).
 """,
     "listen": """\
 usage: pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
-                      [--transcript <file> | --exec <command>]
+                      [--transcript <file> | --exec <command> [--exec-timeout <seconds>]]
 
 Make this process a receiving session: register its address, take its mail as
 it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
@@ -88,6 +88,13 @@ it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
                        on its stdin and PI_POST_MESSAGE_ID, PI_POST_MESSAGE_FROM,
                        PI_POST_MESSAGE_REPLY_TO in its environment; exit 0 means
                        taken, anything else leaves the message queued for a retry
+                       (said on stderr, with the reason). The command runs in a
+                       process group of its own; on SIGTERM or SIGINT that group
+                       gets SIGTERM, then SIGKILL 1 s later, and the message
+                       stays queued
+  --exec-timeout <seconds>
+                       end a command still running after this long (default
+                       600), counted as a failure and retried
   (neither)            one JSON line per message on standard output
 
 PI_POST_INBOUND=accept|refuse and PI_POST_RESUME=wake|stage apply.
@@ -388,7 +395,9 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     options, positional = _options(
         args,
         "listen",
-        valued=frozenset({"--session-id", "--name", "--cwd", "--transcript", "--exec"}),
+        valued=frozenset(
+            {"--session-id", "--name", "--cwd", "--transcript", "--exec", "--exec-timeout"}
+        ),
     )
     if positional:
         raise UsageError("listen takes no positional arguments (see pi-post listen --help)")
@@ -397,6 +406,8 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         raise UsageError("listen requires --session-id <id>")
     if "--transcript" in options and "--exec" in options:
         raise UsageError("listen takes --transcript or --exec, not both")
+    if "--exec-timeout" in options and "--exec" not in options:
+        raise UsageError("--exec-timeout applies to --exec only")
     cwd = os.path.realpath((options.get("--cwd") or [ctx.working_dir()])[-1])
     environ = dict(ctx.environ)
     address = _session_address(session_id, "--session-id")
@@ -407,7 +418,12 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
 
         context = host.TranscriptContext(Path(options["--transcript"][-1]))
     elif "--exec" in options:
-        context = host.ExecContext(options["--exec"][-1], environ)
+        timeout = options.get("--exec-timeout")
+        context = host.ExecContext(
+            options["--exec"][-1],
+            environ,
+            _seconds(timeout[-1], "--exec-timeout") if timeout else host.EXEC_TIMEOUT_S,
+        )
     else:
         context = host.StreamContext(ctx.stdout)
     receiver = host.Host(
@@ -433,6 +449,19 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _seconds(value: str, option: str) -> float:
+    """A positive, finite number of seconds (``30``, ``1.5``)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):  # also false for nan
+        raise UsageError(
+            f"{option} must be a positive number of seconds, not {format.visible(value)!r}"
+        )
+    return seconds
 
 
 def _warn(ctx: Context, line: str) -> None:
