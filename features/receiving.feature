@@ -145,6 +145,17 @@ Feature: Receiving — where "delivered" is decided
     Then the listener's transcript holds "for later" once
     And the listener's mailbox comes to be empty
 
+  @INV-05 @INV-23 @listener
+  Scenario: SIGTERM stops a listener whose command is still running, and its message stays queued
+    Given a listener process whose command runs for 30 s for each message
+    When I run pi-post send to the listener with the body "hold on"
+    And the listener's command is running
+    And the listener process is stopped with SIGTERM
+    Then the listener process exited with status 0
+    And the listener's message is still in its mailbox
+    And the listener's record is kept, offline
+    And nothing the listener's command started is still running
+
   @INV-11
   Scenario: a live record whose session is not taking mail gets "queued", never "delivered"
     Given a receiving host that records what enters its context

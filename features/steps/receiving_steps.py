@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -90,15 +91,23 @@ class Crash(BaseException):
 
 
 class Listener:
-    """A ``pi-post listen --transcript`` process of the scenario."""
+    """A ``pi-post listen --transcript`` process of the scenario, or ``--exec`` when
+    given a command."""
 
-    def __init__(self, reception: Reception, name: str, inbound: str | None = None) -> None:
+    def __init__(
+        self,
+        reception: Reception,
+        name: str,
+        inbound: str | None = None,
+        exec_command: str | None = None,
+    ) -> None:
         self.reception = reception
         self.name = name
         self.session_id = f"listener-{name}"
         self.address = address_of(self.session_id)
         self.transcript = reception.scratch / f"{name}.jsonl"
         self.inbound = inbound
+        self.exec_command = exec_command
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, context: Context) -> None:
@@ -107,12 +116,17 @@ class Listener:
             env["PI_POST_INBOUND"] = self.inbound
         folder = self.reception.scratch / self.name
         folder.mkdir(exist_ok=True)
+        context_option = (
+            ("--transcript", str(self.transcript))
+            if self.exec_command is None
+            else ("--exec", self.exec_command)
+        )
         with open(self.reception.scratch / f"{self.name}.stderr", "ab") as stderr:
             process = subprocess.Popen(
                 [
                     *self.reception.cli,
                     *("listen", "--session-id", self.session_id, "--name", self.name),
-                    *("--cwd", str(folder), "--transcript", str(self.transcript)),
+                    *("--cwd", str(folder), *context_option),
                 ],
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -780,6 +794,15 @@ def listener_with_inbound(context: Context, mode: str) -> None:
     rx.listener.start(context)
 
 
+@given("a listener process whose command runs for {seconds:d} s for each message")
+def listener_with_slow_command(context: Context, seconds: int) -> None:
+    rx = reception(context)
+    child_file = shlex.quote(str(rx.scratch / "command-child"))
+    command = f"sleep {seconds} & echo $! > {child_file}; wait"
+    rx.listener = Listener(rx, "alice", exec_command=command)
+    rx.listener.start(context)
+
+
 @when('I run pi-post send to the listener with the body "{body}"')
 def cli_send(context: Context, body: str) -> None:
     rx = reception(context)
@@ -844,6 +867,26 @@ def listener_offline(context: Context) -> None:
     assert record is not None, "the record was removed"
     assert record.pid is None
     assert registry.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.OFFLINE
+
+
+@when("the listener's command is running")
+def listener_command_running(context: Context) -> None:
+    child_file = reception(context).scratch / "command-child"
+    until(lambda: child_file.exists() and child_file.read_text().endswith("\n"), "it runs")
+
+
+@then("nothing the listener's command started is still running")
+def listener_command_ended(context: Context) -> None:
+    child = int((reception(context).scratch / "command-child").read_text())
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)  # a zombie waiting for its reaper still answers
+        except ProcessLookupError:
+            return True
+        return False
+
+    until(gone, "the command's child has ended")
 
 
 @then("the listener's message is still in its mailbox")

@@ -150,6 +150,7 @@ class Exchange:
         *,
         transcript: Path | None = None,
         exec_command: str | None = None,
+        exec_timeout: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         wait_live: bool = True,
@@ -160,6 +161,8 @@ class Exchange:
             args += ["--transcript", str(transcript)]
         if exec_command is not None:
             args += ["--exec", exec_command]
+        if exec_timeout is not None:
+            args += ["--exec-timeout", exec_timeout]
         stream = transcript is None and exec_command is None
         self._count += 1
         stderr_path = self.base / f"listener-{self._count}.stderr"
