@@ -76,7 +76,8 @@ Print the address of the session this shell runs in ($PI_SESSION_ID).
 """,
     "listen": """\
 usage: pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
-                      [--transcript <file> | --exec <command> [--exec-timeout <seconds>]]
+                      [--transcript <file> | --exec <command>]
+                      [--exec-timeout <seconds>]
 
 Make this process a receiving session: register its address, take its mail as
 it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
