@@ -380,6 +380,26 @@ def test_an_unknown_option_is_refused(tmp_path: Path, command: str, option: str)
     assert ran.stderr.count("\n") == 1
 
 
+def test_sweep_says_what_it_removed_stale_temporaries_first(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    assert run(["sweep"], root) == Ran(0, "nothing to sweep\n", "")
+    orphan = address_of("sweep-orphan")
+    folder = root / "inbox" / orphan
+    folder.mkdir(parents=True, mode=0o700)
+    root.chmod(0o700)
+    temporary = folder / "1796078534257-00000000.json.tmp"
+    temporary.write_bytes(b"{")
+    moment_ns = (NOW - registry.TEMPORARY_STALE_MS - 1) * 1_000_000
+    os.utime(temporary, ns=(moment_ns, moment_ns))
+    ran = run(["sweep"], root)
+    assert ran == Ran(
+        0,
+        f"removed stale temporary inbox/{orphan}/1796078534257-00000000.json.tmp\n"
+        f"removed empty mailbox {orphan}\n",
+        "",
+    )
+
+
 # -- bad input: a clear refusal, never a traceback, nothing written ---------------------------
 
 

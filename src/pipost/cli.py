@@ -132,6 +132,8 @@ usage: pi-post sweep
 
 Remove registry records of sessions offline for over 7 days whose mailbox is
 empty, and empty mailbox folders that no record names. Mail is never removed.
+First it removes the temporary files (*.tmp in mailboxes and in registry/) that
+a writer which died left behind: those untouched for more than 36 hours.
 """,
 }
 
@@ -371,11 +373,13 @@ def cmd_whoami(args: Sequence[str], ctx: Context) -> int:
 def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
     _options(args, "sweep", positional_allowed=False)
     report = ctx.post().sweep()
+    for path in report.temporaries_removed:
+        ctx.say(f"removed stale temporary {format.visible(path)}")
     for address in report.records_removed:
         ctx.say(f"removed record {address}")
     for address in report.mailboxes_removed:
         ctx.say(f"removed empty mailbox {address}")
-    if not report.records_removed and not report.mailboxes_removed:
+    if not (report.temporaries_removed or report.records_removed or report.mailboxes_removed):
         ctx.say("nothing to sweep")
     return 0
 

@@ -345,12 +345,15 @@ class InProcessDriver:
     # -- tidying ------------------------------------------------------------------------
 
     def op_sweep(self) -> Result:
-        """Sweep as SPEC 5 allows. Result: ``{"records_removed": [address, ...],
-        "mailboxes_removed": [address, ...]}``."""
+        """Sweep as SPEC 5 allows, stale temporaries first (their age is the clock
+        minus their mtime). Result: ``{"records_removed": [address, ...],
+        "mailboxes_removed": [address, ...], "temporaries_removed": [path, ...]}``,
+        each path below the root (``inbox/<address>/<name>``, ``registry/<name>``)."""
         report = self.post.sweep()
         return {
             "records_removed": list(report.records_removed),
             "mailboxes_removed": list(report.mailboxes_removed),
+            "temporaries_removed": list(report.temporaries_removed),
         }
 
     # -- the wire -----------------------------------------------------------------------
