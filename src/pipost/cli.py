@@ -103,7 +103,8 @@ usage: pi-post demo
 
 Run a short, narrated exchange between real pi-post processes in a throwaway
 folder: live and queued delivery, collecting mail on resume, a reply loop cut
-by the guard, and a sweep that keeps mail. Touches nothing of yours.
+by the guard, and a sweep that keeps mail. Touches nothing of yours. Ctrl-C,
+SIGTERM or SIGHUP end it early, its processes stopped and its folder removed.
 """,
     "quarantine": """\
 usage: pi-post quarantine
