@@ -8,8 +8,10 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -398,6 +400,51 @@ def test_sweep_says_what_it_removed_stale_temporaries_first(tmp_path: Path) -> N
         f"removed empty mailbox {orphan}\n",
         "",
     )
+
+
+@pytest.mark.parametrize(
+    ("modes", "warnings"),
+    [
+        (
+            {"PI_POST_INBOUND": "sometimes", "PI_POST_RESUME": "sleep"},
+            [
+                "pi-post: PI_POST_INBOUND='sometimes' is none of accept, ask, refuse; "
+                "taken as accept",
+                "pi-post: PI_POST_RESUME='sleep' is none of wake, stage; taken as wake",
+            ],
+        ),
+        ({"PI_POST_INBOUND": " REFUSE\n", "PI_POST_RESUME": "Stage"}, []),
+        ({"PI_POST_INBOUND": "", "PI_POST_RESUME": " "}, []),
+        ({}, []),
+    ],
+    ids=["unknown words", "known words in another case", "blank", "unset"],
+)
+def test_a_listener_warns_once_about_a_mode_variable_that_names_no_mode(
+    tmp_path: Path, modes: dict[str, str], warnings: list[str]
+) -> None:
+    root = tmp_path / "post"
+    session_id = "mode-warnings"
+    env = {"PATH": os.environ.get("PATH", ""), "PI_POST_DIR": str(root), **modes}
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "pipost", "listen", "--session-id", session_id],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while registry.read(root, address_of(session_id)) is None:  # the modes came before
+            assert listener.poll() is None, listener.communicate()[1]
+            assert time.monotonic() < deadline, "the listener never registered"
+            time.sleep(0.02)
+    finally:
+        listener.send_signal(signal.SIGTERM)
+        _, stderr = listener.communicate(timeout=15)
+    about_modes = [line for line in stderr.splitlines() if "PI_POST_" in line]
+    assert about_modes == warnings
 
 
 # -- bad input: a clear refusal, never a traceback, nothing written ---------------------------

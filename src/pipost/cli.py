@@ -21,6 +21,7 @@ from pipost.registry import OsProcessTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import enum
     from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn, TextIO
 
@@ -421,8 +422,8 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         cwd,
         context,
         name=options["--name"][-1] if "--name" in options else None,
-        inbound=policy.inbound_mode(ctx.environ.get("PI_POST_INBOUND")),
-        resume=policy.resume_mode(ctx.environ.get("PI_POST_RESUME")),
+        inbound=policy.inbound_mode(_mode_setting(ctx, "PI_POST_INBOUND", policy.Inbound)),
+        resume=policy.resume_mode(_mode_setting(ctx, "PI_POST_RESUME", policy.Resume)),
         say=lambda line: _warn(ctx, line),
     )
     previous = {
@@ -443,6 +444,22 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
 def _warn(ctx: Context, line: str) -> None:
     ctx.stderr.write(f"pi-post: {line}\n")
     ctx.stderr.flush()
+
+
+def _mode_setting(ctx: Context, variable: str, modes: type[enum.Enum]) -> str | None:
+    """A mode variable as set; one that names no mode means the default, as
+    documented, and gets one warning."""
+    from pipost import policy
+
+    value = ctx.environ.get(variable)
+    if policy.is_unknown_mode(modes, value):
+        words = ", ".join(mode.value for mode in modes)
+        _warn(
+            ctx,
+            f"{variable}={format.visible(value or '')!r} is none of {words}; "
+            f"taken as {policy.mode_word(modes, value)}",
+        )
+    return value
 
 
 def cmd_log(args: Sequence[str], ctx: Context) -> int:
