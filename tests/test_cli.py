@@ -12,14 +12,16 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
-from pipost import cli, mailbox, registry
+from pipost import cli, droplog, mailbox, policy, registry
 from pipost.address import address_of
 from pipost.message import Sender, new_message
 from pipost.registry import Record
@@ -36,6 +38,7 @@ from tests.helpers import (
 if TYPE_CHECKING:
     from pipost.registry import ProcessTable
 
+REPOSITORY = Path(__file__).parents[1]
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 REFERENCE = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
 TRANSCRIPTS: list[dict[str, Any]] = REFERENCE["transcripts"]
@@ -382,6 +385,72 @@ def test_an_unknown_option_is_refused(tmp_path: Path, command: str, option: str)
     assert ran.stderr.count("\n") == 1
 
 
+def test_help_on_an_unknown_command_says_so(tmp_path: Path) -> None:
+    ran = run(["help", "nosuch"], tmp_path / "post")
+    assert ran.code == 1
+    assert ran.stdout == ""
+    assert ran.stderr == "pi-post: unknown command 'nosuch' (pi-post help lists the commands)\n"
+
+
+@pytest.mark.parametrize("topic", ["help", "--help", "-h"])
+def test_help_on_help_is_the_overview(tmp_path: Path, topic: str) -> None:
+    assert run(["help", topic], tmp_path / "post") == Ran(0, cli.OVERVIEW, "")
+
+
+def test_version_is_the_one_pyproject_gives(tmp_path: Path) -> None:
+    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))
+    ran = run(["--version"], tmp_path / "post")
+    assert ran == Ran(0, f"pi-post {project['project']['version']}\n", "")
+    assert not (tmp_path / "post").exists()
+
+
+def test_version_of_a_pipost_that_is_not_installed_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    ran = run(["--version"], tmp_path / "post")
+    assert ran == Ran(1, "", "pi-post: pipost is not installed, so it has no version\n")
+
+
+def test_the_overview_shows_every_option_of_listen_and_the_version(tmp_path: Path) -> None:
+    overview = run(["help"], tmp_path / "post").stdout
+    assert (
+        "       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]\n"
+        "                      [--transcript <file> | --exec <command>]\n"
+    ) in overview
+    assert "       pi-post --version\n" in overview
+
+
+def test_listen_help_names_every_mode_of_both_variables(tmp_path: Path) -> None:
+    shown = run(["listen", "--help"], tmp_path / "post").stdout
+    inbound = "|".join(mode.value for mode in policy.Inbound)
+    resume = "|".join(mode.value for mode in policy.Resume)
+    assert f"PI_POST_INBOUND={inbound} and PI_POST_RESUME={resume} apply.\n" in shown
+    assert inbound == "accept|ask|refuse"
+
+
+def test_design_lists_every_command_pipost_adds() -> None:
+    design = (REPOSITORY / "DESIGN.md").read_text(encoding="utf-8")
+    added = design.split("pipost adds ", 1)[1].split("; every command takes", 1)[0]
+    named = set(re.findall(r"`([a-z-]+)`", added))
+    reference = {"send", "list", "resolve", "peek", "whoami"}
+    assert named == (set(cli.COMMANDS) - reference) | {"help", "--version"}
+
+
+# -- pipost's own commands: what they print -------------------------------------------------
+
+
+def test_an_empty_drop_log_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    assert run(["log"], root) == Ran(0, "the drop log is empty\n", "")
+    droplog.record(root, droplog.Drop(NOW, address_of("x"), "a.json", "process:x", "duplicate"))
+    shown = run(["log"], root).stdout
+    assert shown == f"2026-11-30T22:42:14.257Z {address_of('x')} a.json from process:x: duplicate\n"
+
+
 def test_sweep_says_what_it_removed_stale_temporaries_first(tmp_path: Path) -> None:
     root = tmp_path / "post"
     assert run(["sweep"], root) == Ran(0, "nothing to sweep\n", "")
@@ -705,6 +774,7 @@ def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
         "secrets",
         "argparse",
         "contextlib",
+        "importlib.metadata",
     }
     assert set(loaded) & unused == set()
 

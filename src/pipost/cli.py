@@ -91,7 +91,7 @@ it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
                        taken, anything else leaves the message queued for a retry
   (neither)            one JSON line per message on standard output
 
-PI_POST_INBOUND=accept|refuse and PI_POST_RESUME=wake|stage apply.
+PI_POST_INBOUND=accept|ask|refuse and PI_POST_RESUME=wake|stage apply.
 """,
     "log": """\
 usage: pi-post log
@@ -141,8 +141,10 @@ a writer which died left behind: those untouched for more than 36 hours.
 
 OVERVIEW = (
     USAGE
-    + """       pi-post listen --session-id <id> [--transcript <file> | --exec <command>]
+    + """       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
+                      [--transcript <file> | --exec <command>]
        pi-post log | quarantine | sweep | demo | driver | contract | help [<command>]
+       pi-post --version
 
 pi-post passes text between agent sessions on one machine through files under
 $PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
@@ -466,7 +468,10 @@ def cmd_log(args: Sequence[str], ctx: Context) -> int:
     from pipost import droplog
 
     _options(args, "log", positional_allowed=False)
-    for drop in droplog.read(ctx.post().root):
+    drops = list(droplog.read(ctx.post().root))
+    if not drops:
+        ctx.say("the drop log is empty")
+    for drop in drops:
         ctx.say(
             f"{format.iso_time(drop.at)} {drop.address} {format.visible(drop.letter)} "
             f"from {format.visible(drop.sender)}: {format.visible(drop.reason)}"
@@ -537,8 +542,26 @@ def run(argv: Sequence[str], ctx: Context) -> int:
         return 0
     command, args = argv[0], list(argv[1:])
     if command in ("-h", "--help", "help"):
-        topic = args[0] if args else None
-        ctx.stdout.write(HELP.get(topic or "", OVERVIEW))
+        if not args or args[0] in ("-h", "--help", "help"):
+            ctx.stdout.write(OVERVIEW)
+            return 0
+        if args[0] not in HELP:
+            ctx.stderr.write(
+                f"pi-post: unknown command {format.visible(args[0])!r} "
+                "(pi-post help lists the commands)\n"
+            )
+            return 1
+        ctx.stdout.write(HELP[args[0]])
+        return 0
+    if command == "--version":
+        from importlib import metadata  # only here: loading it costs more than a send
+
+        try:
+            version = metadata.version("pipost")
+        except metadata.PackageNotFoundError:
+            ctx.stderr.write("pi-post: pipost is not installed, so it has no version\n")
+            return 1
+        ctx.say(f"pi-post {version}")
         return 0
     handler = COMMANDS.get(command)
     if handler is None:
