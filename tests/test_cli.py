@@ -8,16 +8,20 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
-from pipost import cli, host, mailbox, registry
+from pipost import cli, droplog, host, mailbox, policy, registry
 from pipost.address import address_of
 from pipost.message import Sender, new_message
 from pipost.registry import Record
@@ -34,6 +38,7 @@ from tests.helpers import (
 if TYPE_CHECKING:
     from pipost.registry import ProcessTable
 
+REPOSITORY = Path(__file__).parents[1]
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 REFERENCE = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
 TRANSCRIPTS: list[dict[str, Any]] = REFERENCE["transcripts"]
@@ -407,6 +412,137 @@ def test_the_listen_help_gives_the_exec_timeout_and_its_default() -> None:
     assert f"SIGKILL {host.EXEC_KILL_GRACE_S:g} s later" in text
 
 
+def test_help_on_an_unknown_command_says_so(tmp_path: Path) -> None:
+    ran = run(["help", "nosuch"], tmp_path / "post")
+    assert ran.code == 1
+    assert ran.stdout == ""
+    assert ran.stderr == "pi-post: unknown command 'nosuch' (pi-post help lists the commands)\n"
+
+
+@pytest.mark.parametrize("topic", ["help", "--help", "-h"])
+def test_help_on_help_is_the_overview(tmp_path: Path, topic: str) -> None:
+    assert run(["help", topic], tmp_path / "post") == Ran(0, cli.OVERVIEW, "")
+
+
+def test_version_is_the_one_pyproject_gives(tmp_path: Path) -> None:
+    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))
+    ran = run(["--version"], tmp_path / "post")
+    assert ran == Ran(0, f"pi-post {project['project']['version']}\n", "")
+    assert not (tmp_path / "post").exists()
+
+
+def test_version_of_a_pipost_that_is_not_installed_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    ran = run(["--version"], tmp_path / "post")
+    assert ran == Ran(1, "", "pi-post: pipost is not installed, so it has no version\n")
+
+
+def test_the_overview_shows_every_option_of_listen_and_the_version(tmp_path: Path) -> None:
+    overview = run(["help"], tmp_path / "post").stdout
+    assert (
+        "       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]\n"
+        "                      [--transcript <file> | --exec <command>]\n"
+    ) in overview
+    assert "       pi-post --version\n" in overview
+
+
+def test_listen_help_names_every_mode_of_both_variables(tmp_path: Path) -> None:
+    shown = run(["listen", "--help"], tmp_path / "post").stdout
+    inbound = "|".join(mode.value for mode in policy.Inbound)
+    resume = "|".join(mode.value for mode in policy.Resume)
+    assert f"PI_POST_INBOUND={inbound} and PI_POST_RESUME={resume} apply.\n" in shown
+    assert inbound == "accept|ask|refuse"
+
+
+def test_design_lists_every_command_pipost_adds() -> None:
+    design = (REPOSITORY / "DESIGN.md").read_text(encoding="utf-8")
+    added = design.split("pipost adds ", 1)[1].split("; every command takes", 1)[0]
+    named = set(re.findall(r"`([a-z-]+)`", added))
+    reference = {"send", "list", "resolve", "peek", "whoami"}
+    assert named == (set(cli.COMMANDS) - reference) | {"help", "--version"}
+
+
+# -- pipost's own commands: what they print -------------------------------------------------
+
+
+def test_an_empty_drop_log_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    assert run(["log"], root) == Ran(0, "the drop log is empty\n", "")
+    droplog.record(root, droplog.Drop(NOW, address_of("x"), "a.json", "process:x", "duplicate"))
+    shown = run(["log"], root).stdout
+    assert shown == f"2026-11-30T22:42:14.257Z {address_of('x')} a.json from process:x: duplicate\n"
+
+
+def test_sweep_says_what_it_removed_stale_temporaries_first(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    assert run(["sweep"], root) == Ran(0, "nothing to sweep\n", "")
+    orphan = address_of("sweep-orphan")
+    folder = root / "inbox" / orphan
+    folder.mkdir(parents=True, mode=0o700)
+    root.chmod(0o700)
+    temporary = folder / "1796078534257-00000000.json.tmp"
+    temporary.write_bytes(b"{")
+    moment_ns = (NOW - registry.TEMPORARY_STALE_MS - 1) * 1_000_000
+    os.utime(temporary, ns=(moment_ns, moment_ns))
+    ran = run(["sweep"], root)
+    assert ran == Ran(
+        0,
+        f"removed stale temporary inbox/{orphan}/1796078534257-00000000.json.tmp\n"
+        f"removed empty mailbox {orphan}\n",
+        "",
+    )
+
+
+@pytest.mark.parametrize(
+    ("modes", "warnings"),
+    [
+        (
+            {"PI_POST_INBOUND": "sometimes", "PI_POST_RESUME": "sleep"},
+            [
+                "pi-post: PI_POST_INBOUND='sometimes' is none of accept, ask, refuse; "
+                "taken as accept",
+                "pi-post: PI_POST_RESUME='sleep' is none of wake, stage; taken as wake",
+            ],
+        ),
+        ({"PI_POST_INBOUND": " REFUSE\n", "PI_POST_RESUME": "Stage"}, []),
+        ({"PI_POST_INBOUND": "", "PI_POST_RESUME": " "}, []),
+        ({}, []),
+    ],
+    ids=["unknown words", "known words in another case", "blank", "unset"],
+)
+def test_a_listener_warns_once_about_a_mode_variable_that_names_no_mode(
+    tmp_path: Path, modes: dict[str, str], warnings: list[str]
+) -> None:
+    root = tmp_path / "post"
+    session_id = "mode-warnings"
+    env = {"PATH": os.environ.get("PATH", ""), "PI_POST_DIR": str(root), **modes}
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "pipost", "listen", "--session-id", session_id],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while registry.read(root, address_of(session_id)) is None:  # the modes came before
+            assert listener.poll() is None, listener.communicate()[1]
+            assert time.monotonic() < deadline, "the listener never registered"
+            time.sleep(0.02)
+    finally:
+        listener.send_signal(signal.SIGTERM)
+        _, stderr = listener.communicate(timeout=15)
+    about_modes = [line for line in stderr.splitlines() if "PI_POST_" in line]
+    assert about_modes == warnings
+
+
 # -- bad input: a clear refusal, never a traceback, nothing written ---------------------------
 
 
@@ -665,6 +801,7 @@ def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
         "secrets",
         "argparse",
         "contextlib",
+        "importlib.metadata",
     }
     assert set(loaded) & unused == set()
 

@@ -21,6 +21,7 @@ from pipost.registry import OsProcessTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import enum
     from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn, TextIO
 
@@ -98,7 +99,7 @@ it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
                        600), counted as a failure and retried
   (neither)            one JSON line per message on standard output
 
-PI_POST_INBOUND=accept|refuse and PI_POST_RESUME=wake|stage apply.
+PI_POST_INBOUND=accept|ask|refuse and PI_POST_RESUME=wake|stage apply.
 """,
     "log": """\
 usage: pi-post log
@@ -111,7 +112,8 @@ usage: pi-post demo
 
 Run a short, narrated exchange between real pi-post processes in a throwaway
 folder: live and queued delivery, collecting mail on resume, a reply loop cut
-by the guard, and a sweep that keeps mail. Touches nothing of yours.
+by the guard, and a sweep that keeps mail. Touches nothing of yours. Ctrl-C,
+SIGTERM or SIGHUP end it early, its processes stopped and its folder removed.
 """,
     "quarantine": """\
 usage: pi-post quarantine
@@ -140,13 +142,17 @@ usage: pi-post sweep
 
 Remove registry records of sessions offline for over 7 days whose mailbox is
 empty, and empty mailbox folders that no record names. Mail is never removed.
+First it removes the temporary files (*.tmp in mailboxes and in registry/) that
+a writer which died left behind: those untouched for more than 36 hours.
 """,
 }
 
 OVERVIEW = (
     USAGE
-    + """       pi-post listen --session-id <id> [--transcript <file> | --exec <command>]
+    + """       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
+                      [--transcript <file> | --exec <command>]
        pi-post log | quarantine | sweep | demo | driver | contract | help [<command>]
+       pi-post --version
 
 pi-post passes text between agent sessions on one machine through files under
 $PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
@@ -379,11 +385,13 @@ def cmd_whoami(args: Sequence[str], ctx: Context) -> int:
 def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
     _options(args, "sweep", positional_allowed=False)
     report = ctx.post().sweep()
+    for path in report.temporaries_removed:
+        ctx.say(f"removed stale temporary {format.visible(path)}")
     for address in report.records_removed:
         ctx.say(f"removed record {address}")
     for address in report.mailboxes_removed:
         ctx.say(f"removed empty mailbox {address}")
-    if not report.records_removed and not report.mailboxes_removed:
+    if not (report.temporaries_removed or report.records_removed or report.mailboxes_removed):
         ctx.say("nothing to sweep")
     return 0
 
@@ -433,8 +441,8 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         cwd,
         context,
         name=options["--name"][-1] if "--name" in options else None,
-        inbound=policy.inbound_mode(ctx.environ.get("PI_POST_INBOUND")),
-        resume=policy.resume_mode(ctx.environ.get("PI_POST_RESUME")),
+        inbound=policy.inbound_mode(_mode_setting(ctx, "PI_POST_INBOUND", policy.Inbound)),
+        resume=policy.resume_mode(_mode_setting(ctx, "PI_POST_RESUME", policy.Resume)),
         say=lambda line: _warn(ctx, line),
     )
     previous = {
@@ -470,11 +478,30 @@ def _warn(ctx: Context, line: str) -> None:
     ctx.stderr.flush()
 
 
+def _mode_setting(ctx: Context, variable: str, modes: type[enum.Enum]) -> str | None:
+    """A mode variable as set; one that names no mode means the default, as
+    documented, and gets one warning."""
+    from pipost import policy
+
+    value = ctx.environ.get(variable)
+    if policy.is_unknown_mode(modes, value):
+        words = ", ".join(mode.value for mode in modes)
+        _warn(
+            ctx,
+            f"{variable}={format.visible(value or '')!r} is none of {words}; "
+            f"taken as {policy.mode_word(modes, value)}",
+        )
+    return value
+
+
 def cmd_log(args: Sequence[str], ctx: Context) -> int:
     from pipost import droplog
 
     _options(args, "log", positional_allowed=False)
-    for drop in droplog.read(ctx.post().root):
+    drops = list(droplog.read(ctx.post().root))
+    if not drops:
+        ctx.say("the drop log is empty")
+    for drop in drops:
         ctx.say(
             f"{format.iso_time(drop.at)} {drop.address} {format.visible(drop.letter)} "
             f"from {format.visible(drop.sender)}: {format.visible(drop.reason)}"
@@ -545,8 +572,26 @@ def run(argv: Sequence[str], ctx: Context) -> int:
         return 0
     command, args = argv[0], list(argv[1:])
     if command in ("-h", "--help", "help"):
-        topic = args[0] if args else None
-        ctx.stdout.write(HELP.get(topic or "", OVERVIEW))
+        if not args or args[0] in ("-h", "--help", "help"):
+            ctx.stdout.write(OVERVIEW)
+            return 0
+        if args[0] not in HELP:
+            ctx.stderr.write(
+                f"pi-post: unknown command {format.visible(args[0])!r} "
+                "(pi-post help lists the commands)\n"
+            )
+            return 1
+        ctx.stdout.write(HELP[args[0]])
+        return 0
+    if command == "--version":
+        from importlib import metadata  # only here: loading it costs more than a send
+
+        try:
+            version = metadata.version("pipost")
+        except metadata.PackageNotFoundError:
+            ctx.stderr.write("pi-post: pipost is not installed, so it has no version\n")
+            return 1
+        ctx.say(f"pi-post {version}")
         return 0
     handler = COMMANDS.get(command)
     if handler is None:
