@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,3 +134,53 @@ def process_gone(pid: int) -> bool:
     except PermissionError:
         return False
     return False
+
+
+# -- a user that mode bits bind -------------------------------------------------------
+
+UNPRIVILEGED_USER = "nobody"
+UNPRIVILEGED_GROUP = "nogroup"
+
+
+def unprivileged(command: list[str]) -> list[str]:
+    """``command``, run by a user whom a read-only folder stops: root (as CI runs)
+    ignores mode bits, so under root it runs as nobody; anyone else runs it as is."""
+    if os.geteuid() != 0:
+        return command
+    return [
+        "setpriv",
+        f"--reuid={UNPRIVILEGED_USER}",
+        f"--regid={UNPRIVILEGED_GROUP}",
+        "--clear-groups",
+        *command,
+    ]
+
+
+def give_to_unprivileged(path: Path) -> None:
+    """Make ``path`` and everything under it the unprivileged user's (under root)."""
+    if os.geteuid() != 0:
+        return
+    for folder, _, names in os.walk(path):
+        for name in [".", *names]:
+            os.chown(os.path.join(folder, name), *_unprivileged_ids(), follow_symlinks=False)
+
+
+def _unprivileged_ids() -> tuple[int, int]:
+    import grp
+    import pwd
+
+    return pwd.getpwnam(UNPRIVILEGED_USER).pw_uid, grp.getgrnam(UNPRIVILEGED_GROUP).gr_gid
+
+
+@contextmanager
+def unprivileged_scratch() -> Iterator[Path]:
+    """A scratch folder the unprivileged user can reach (pytest's tmp_path sits in a
+    folder only its owner may enter), removed afterwards whatever its modes."""
+    scratch = Path(tempfile.mkdtemp(prefix="pipost-unprivileged-"))
+    give_to_unprivileged(scratch)
+    try:
+        yield scratch
+    finally:
+        for folder, _, _ in os.walk(scratch):
+            os.chmod(folder, 0o700)
+        shutil.rmtree(scratch)

@@ -29,9 +29,13 @@ from tests.helpers import (
     NOW,
     FakeProcessTable,
     FixedClock,
+    give_to_unprivileged,
+    made,
     make_message,
     make_record,
     tree_snapshot,
+    unprivileged,
+    unprivileged_scratch,
     write_record,
 )
 
@@ -72,7 +76,7 @@ def run(
     context = cli.Context(
         environ={"PI_POST_DIR": str(root), "HOME": str(root.parent), **(env or {})},
         cwd=cwd,
-        stdin=io.StringIO(stdin),
+        stdin=io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogateescape"))),
         stdout=out,
         stderr=err,
         clock=clock or FixedClock(),
@@ -116,6 +120,16 @@ def reference_time(transcript: dict[str, Any]) -> int | None:
     return int(found.group()[:13]) if found else None
 
 
+def reference_root(folder: Path) -> Path:
+    """A post office under ``folder`` holding the reference's registry."""
+    root = folder / "post"
+    (root / "registry").mkdir(parents=True)
+    for record in fixture_records():
+        path = root / "registry" / f"{record['address']}.json"
+        path.write_text(json.dumps(record), encoding="utf-8")
+    return root
+
+
 @dataclass
 class Replayed:
     transcript: dict[str, Any]
@@ -137,11 +151,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> list[Replayed]:
     """Every transcript, in file order, against one root: later ones see the mail
     earlier ones queued. The clock starts when the reference's fixture was made
     and moves to the reference's own send times, so that peek shows its times."""
-    root = tmp_path_factory.mktemp("replay") / "post"
-    (root / "registry").mkdir(parents=True)
-    for record in fixture_records():
-        path = root / "registry" / f"{record['address']}.json"
-        path.write_text(json.dumps(record), encoding="utf-8")
+    root = reference_root(tmp_path_factory.mktemp("replay"))
     clock = FixedClock(NOW)
     results = []
     for transcript in TRANSCRIPTS:
@@ -233,6 +243,56 @@ def test_every_reference_letter_was_written_alike(replayed: list[Replayed]) -> N
     for path in sorted((INTEROP / "messages").glob("*.json")):
         reference = without_id(json.loads(path.read_bytes()))
         assert reference in [without_id(letter) for letter in written], path.name
+
+
+# pipost's own cases, replayed against the reference's registry like its transcripts. The
+# reference was not recorded on them; DESIGN §4 and pi-post 0.7's order of checks say what
+# it does: the body is checked before any target is resolved, so the body's error wins.
+PIPOST_CASES: list[dict[str, Any]] = [
+    {
+        "label": "send: empty body and an unknown target",
+        "argv": ["send", "--to", "nobody", "--body", ""],
+        "stdin": "",
+        "stderr": "pi-post: empty body (pass --body or pipe stdin)\n",
+    },
+    {
+        "label": "send: blank body, a known target and an unknown one",
+        "argv": ["send", "--to", "cache-fix", "--to", "nobody", "--body", " \n"],
+        "stdin": "",
+        "stderr": "pi-post: empty body (pass --body or pipe stdin)\n",
+    },
+    {
+        "label": "send: oversize body and an unknown target",
+        "argv": ["send", "--to", "nobody", "--body", "<32769 bytes of 'x'>"],
+        "stdin": "",
+        "stderr": "pi-post: body is 32769 bytes; the cap is 32768 "
+        "(send a summary and a path, not a payload)\n",
+    },
+    {
+        "label": "send: oversize body on stdin and an unknown target",
+        "argv": ["send", "--to", "nobody"],
+        "stdin": "<40000 bytes of 'x'>",
+        "stderr": "pi-post: body is more than 32768 bytes; the cap is 32768 "
+        "(send a summary and a path, not a payload)\n",
+    },
+]
+
+
+@pytest.mark.parametrize("case", PIPOST_CASES, ids=[case["label"] for case in PIPOST_CASES])
+def test_a_bad_body_is_refused_before_any_target_is_resolved(
+    tmp_path: Path, case: dict[str, Any]
+) -> None:
+    root = reference_root(tmp_path)
+    before = tree_snapshot(root)
+    ran = run(
+        [expand(arg) for arg in case["argv"]],
+        root,
+        cwd="/home/dev/gtm",
+        stdin=expand(case["stdin"]),
+        processes=registry.OsProcessTable(),
+    )
+    assert (ran.code, ran.stdout, ran.stderr) == (1, "", case["stderr"])
+    assert tree_snapshot(root) == before
 
 
 # -- reading has no side effects (INV-16) -------------------------------------------------
@@ -845,3 +905,273 @@ def test_exit_now_waits_for_a_thread_like_a_normal_exit(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "written-late").read_text() == "done"
+
+
+# -- the send path as a process: bounded input, a closed pipe, errors that say where ------
+
+PROCESS_TIMEOUT_S = 60
+"""How long a pi-post process may take before the test gives up on it (never a
+figure the test asserts: a process that never ends fails the test instead of
+hanging it)."""
+
+REFUSED_OVER_THE_CAP = (
+    "pi-post: body is more than 32768 bytes; the cap is 32768 "
+    "(send a summary and a path, not a payload)\n"
+)
+
+
+def pi_post(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pipost", *args]
+
+
+def process_env(root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+    return {**env, "PI_POST_DIR": str(root), "HOME": str(root.parent), **extra}
+
+
+# A process's peak memory counts what its parent held when it forked, so the sender
+# is started and measured by a small process of its own rather than by pytest.
+PIPE_AND_MEASURE = """\
+import json, resource, subprocess, sys
+split = sys.argv.index("--")
+source = subprocess.Popen(sys.argv[1:split], stdout=subprocess.PIPE)
+sender = subprocess.Popen(
+    sys.argv[split + 1 :], stdin=source.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+)
+source.stdout.close()
+out, err = sender.communicate()
+peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the sender's alone
+source.wait()
+print(json.dumps([sender.returncode, out.decode(), err.decode(), peak_kb * 1024]))
+"""
+
+
+def piped_and_measured(
+    source: list[str], command: list[str], env: dict[str, str]
+) -> tuple[int, str, str, int]:
+    """``source | command``: the command's exit status, stdout, stderr and peak memory
+    in bytes. Past PROCESS_TIMEOUT_S the whole pipeline is killed and the test fails."""
+    measuring = subprocess.Popen(
+        [sys.executable, "-c", PIPE_AND_MEASURE, *source, "--", *command],
+        stdout=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = measuring.communicate(timeout=PROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(measuring.pid, signal.SIGKILL)
+        measuring.communicate()
+        raise
+    code, stdout, stderr, peak = json.loads(out)
+    return code, stdout, stderr, peak
+
+
+@pytest.mark.parametrize(
+    "source",
+    [["head", "-c", "200000000", "/dev/zero"], ["yes"]],
+    ids=["200 MB of standard input", "endless standard input"],
+)
+def test_standard_input_past_the_cap_is_refused_without_reading_it_all(
+    tmp_path: Path, target: Record, source: list[str]
+) -> None:
+    """Before, 200 MB of input took 400 MB of memory to refuse, and endless input
+    was never refused at all."""
+    root = tmp_path / "post"
+    before = tree_snapshot(root)
+    code, stdout, stderr, peak = piped_and_measured(
+        source, pi_post("send", "--to", target.address), process_env(root)
+    )
+    assert peak < 64 * 2**20
+    assert (code, stdout) == (1, "")
+    assert stderr == REFUSED_OVER_THE_CAP
+    assert tree_snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["list"], ["peek", "TARGET"], ["resolve", "TARGET"], ["help"], ["frobnicate"]],
+)
+def test_a_closed_standard_output_ends_the_command_silently_as_coreutils_do(
+    tmp_path: Path, target: Record, argv: list[str]
+) -> None:
+    """``pi-post list | head -1``: the reader is gone before the first line here, so
+    the first write meets the closed pipe every time."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        args = [target.address if arg == "TARGET" else arg for arg in argv]
+        done = subprocess.run(
+            pi_post(*args),
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            env=process_env(tmp_path / "post"),
+            timeout=PROCESS_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (-signal.SIGPIPE, b"")
+
+
+def test_a_send_whose_receipt_meets_a_closed_pipe_still_sends(
+    tmp_path: Path, target: Record
+) -> None:
+    root = tmp_path / "post"
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            pi_post("send", "--to", target.address, "--body", "x"),
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            env=process_env(root),
+            timeout=PROCESS_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (-signal.SIGPIPE, b"")
+    assert mailbox.count(root, target.address) == 1
+
+
+NOT_TEXT = "bad \udcff bytes"
+"""Undecodable bytes as a process gets them in its argv and environment."""
+
+INPUTS_THAT_ARE_NOT_TEXT: list[tuple[list[str], dict[str, str], str, str]] = [
+    (["--to", NOT_TEXT, "--body", "x"], {}, "", "--to"),
+    (["--to", "target", "--body", NOT_TEXT], {}, "", "--body"),
+    (["--to", "target"], {}, NOT_TEXT, "standard input"),
+    (["--to", "target", "--body", "x", "--from", NOT_TEXT], {}, "", "--from"),
+    (["--to", "target", "--body", "x"], {"PI_POST_FROM": NOT_TEXT}, "", "PI_POST_FROM"),
+    (["--to", "target", "--body", "x", "--reply-to", NOT_TEXT], {}, "", "--reply-to"),
+    (["--to", "target", "--body", "x"], {"PI_POST_REPLY_TO": NOT_TEXT}, "", "PI_POST_REPLY_TO"),
+    (["--to", "target", "--body", "x"], {"PI_SESSION_ID": NOT_TEXT}, "", "PI_SESSION_ID"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "stdin", "source"),
+    INPUTS_THAT_ARE_NOT_TEXT,
+    ids=[case[-1] for case in INPUTS_THAT_ARE_NOT_TEXT],
+)
+def test_input_that_is_not_utf8_is_refused_naming_where_it_came_from(
+    tmp_path: Path, target: Record, argv: list[str], env: dict[str, str], stdin: str, source: str
+) -> None:
+    root = tmp_path / "post"
+    before = tree_snapshot(root)
+    ran = run(["send", *argv], root, env=env, stdin=stdin)
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == f"pi-post: {source} is not valid UTF-8 text\n"
+    assert tree_snapshot(root) == before
+
+
+def test_a_working_directory_that_is_not_utf8_is_named_as_such(
+    tmp_path: Path, target: Record
+) -> None:
+    ran = run(["send", "--to", target.address, "--body", "x"], tmp_path / "post", cwd=NOT_TEXT)
+    assert ran.stderr == "pi-post: the working directory is not valid UTF-8 text\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "source"),
+    [
+        (["--reply-to", "bogus"], {}, "--reply-to"),
+        ([], {"PI_POST_REPLY_TO": "bogus"}, "PI_POST_REPLY_TO"),
+    ],
+)
+def test_a_reply_address_that_is_not_one_is_refused_naming_where_it_came_from(
+    tmp_path: Path, target: Record, argv: list[str], env: dict[str, str], source: str
+) -> None:
+    ran = run(["send", "--to", "target", "--body", "x", *argv], tmp_path / "post", env=env)
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == (
+        f"pi-post: {source} must be an address (s- and 12 hex characters) or none, not 'bogus'\n"
+    )
+
+
+@pytest.mark.parametrize("read_only", ["the mailbox folder", "the post office folder"])
+def test_a_deposit_the_file_system_refuses_names_the_mailbox_folder(read_only: str) -> None:
+    """Run as a user that mode bits bind: root (as CI runs) would write anyway."""
+    with unprivileged_scratch() as scratch:
+        root = scratch / "post"
+        record = write_record(root, make_record("sess-read-only", "/home/dev/read-only"))
+        folder = root / "inbox" / record.address
+        if read_only == "the mailbox folder":
+            made(root, "inbox", record.address).chmod(0o500)
+        else:
+            root.chmod(0o500)
+        give_to_unprivileged(scratch)
+        before = tree_snapshot(root)
+        done = subprocess.run(
+            unprivileged(pi_post("send", "--to", record.address, "--body", "x")),
+            cwd=scratch,
+            env=process_env(root),
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_TIMEOUT_S,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"pi-post: cannot write to mailbox {record.address} ({folder}): Permission denied\n"
+        )
+        assert tree_snapshot(root) == before
+
+
+RELATIVE_ROOT_REFUSED = (
+    "pi-post: PI_POST_DIR must be an absolute path or start with ~/, not 'post' "
+    "(a relative one names another post office in every directory)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list"],
+        ["send", "--to", "s-0123456789ab", "--body", "x"],
+        ["resolve", "s-0123456789ab"],
+        ["peek", "s-0123456789ab"],
+        ["sweep"],
+        ["log"],
+        ["quarantine"],
+    ],
+)
+def test_a_relative_post_office_folder_is_refused_by_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    ran = run(argv, tmp_path / "unused", env={"PI_POST_DIR": "post"})
+    assert (ran.code, ran.stdout, ran.stderr) == (1, "", RELATIVE_ROOT_REFUSED)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_listener_refuses_a_relative_post_office_folder_too(tmp_path: Path) -> None:
+    done = subprocess.run(
+        pi_post("listen", "--session-id", "sess-relative"),
+        cwd=tmp_path,
+        env=process_env(tmp_path / "unused", PI_POST_DIR="post"),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (1, RELATIVE_ROOT_REFUSED)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_post_office_folder_under_home_is_found_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    record = write_record(home / "post", make_record("sess-at-home", "/home/dev/at-home"))
+    ran = run(
+        ["send", "--to", record.name, "--body", "x"],
+        tmp_path / "unused",
+        env={"PI_POST_DIR": "~/post", "HOME": str(home)},
+    )
+    assert ran.code == 0, ran.stderr
+    assert mailbox.count(home / "post", record.address) == 1
+    assert list(work.iterdir()) == []

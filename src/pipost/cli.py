@@ -15,7 +15,7 @@ import sys
 
 from pipost import files, format, mailbox, registry
 from pipost.address import address_of, is_address
-from pipost.message import Rejected, Sender
+from pipost.message import BODY_CAP, Rejected, Sender, over_the_cap
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
 from pipost.registry import OsProcessTable
 
@@ -169,8 +169,14 @@ class HelpRequested(Exception):
     """--help or -h stood where an option can stand."""
 
 
+class StdoutClosed(Exception):
+    """Whoever read standard output went away (``pi-post list | head -1``): not an
+    error of the command, so not an OSError that run() would report."""
+
+
 class Context:
-    """What a command may touch, injectable so that tests run it in-process."""
+    """What a command may touch, injectable so that tests run it in-process. A
+    command reads standard input as bytes, from ``stdin.buffer``."""
 
     def __init__(
         self,
@@ -202,8 +208,11 @@ class Context:
         return post
 
     def say(self, line: str) -> None:
-        self.stdout.write(line + "\n")
-        self.stdout.flush()
+        try:
+            self.stdout.write(line + "\n")
+            self.stdout.flush()
+        except BrokenPipeError:
+            raise StdoutClosed from None
 
 
 def _options(
@@ -257,28 +266,52 @@ def _one(positional: list[str], command: str, what: str) -> str:
     return positional[0]
 
 
-def _session_address(session_id: str, source: str) -> str:
-    """The address of a session id from the command line or the environment, where
-    undecodable bytes arrive as lone surrogates that have no address."""
+def _text(value: str, source: str) -> str:
+    """``value``, from the command line or the environment, where undecodable bytes
+    arrive as lone surrogates: refused, saying where it came from."""
     try:
-        return address_of(session_id)
+        value.encode("utf-8")
     except UnicodeEncodeError:
         raise UsageError(f"{source} is not valid UTF-8 text") from None
+    return value
+
+
+def _session_address(session_id: str, source: str) -> str:
+    """The address of a session id from the command line or the environment."""
+    return address_of(_text(session_id, source))
 
 
 def _reply_to(option: list[str] | None, ctx: Context) -> str | None:
+    source = "--reply-to" if option else "PI_POST_REPLY_TO"
     value = option[-1] if option else ctx.environ.get("PI_POST_REPLY_TO")
     if value is None or value == "":
         session_id = ctx.environ.get("PI_SESSION_ID")
         return _session_address(session_id, "PI_SESSION_ID") if session_id else None
     if value == "none":
         return None
-    if not is_address(value):
+    if not is_address(_text(value, source)):
         raise UsageError(
-            "--reply-to must be an address (s- and 12 hex characters) or none, "
+            f"{source} must be an address (s- and 12 hex characters) or none, "
             f"not {format.visible(value)!r}"
         )
     return value
+
+
+def _body(options: dict[str, list[str]], ctx: Context) -> str:
+    """The body from --body, else from standard input: read as bytes and no further
+    than one byte past the cap, so that endless input (``yes | pi-post send``) is
+    refused at once and a large one never fills memory."""
+    if "--body" in options:
+        return _text(options["--body"][-1], "--body")
+    if ctx.stdin is None or ctx.stdin.isatty():
+        return ""
+    raw = ctx.stdin.buffer.read(BODY_CAP + 1)
+    if len(raw) > BODY_CAP:
+        raise Refused(str(over_the_cap(None)))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("standard input is not valid UTF-8 text") from None
 
 
 def cmd_send(args: Sequence[str], ctx: Context) -> int:
@@ -287,19 +320,17 @@ def cmd_send(args: Sequence[str], ctx: Context) -> int:
     )
     if positional:
         raise UsageError("send takes its targets as --to <target> (see pi-post send --help)")
-    handles = options.get("--to", [])
+    handles = [_text(handle, "--to") for handle in options.get("--to", [])]
     if not handles:
         raise Refused("send requires --to <target>")
-    cwd = ctx.working_dir()
-    label = (options.get("--from") or [ctx.environ.get("PI_POST_FROM") or ""])[-1]
+    cwd = _text(ctx.working_dir(), "the working directory")
+    if "--from" in options:
+        label = _text(options["--from"][-1], "--from")
+    else:
+        label = _text(ctx.environ.get("PI_POST_FROM") or "", "PI_POST_FROM")
     label = label or "process:" + (os.path.basename(cwd.rstrip("/")) or "root")
     reply_to = _reply_to(options.get("--reply-to"), ctx)
-    if "--body" in options:
-        body = options["--body"][-1]
-    elif ctx.stdin is None or ctx.stdin.isatty():
-        body = ""
-    else:
-        body = ctx.stdin.read()
+    body = _body(options, ctx)  # checked before the targets are resolved, as DESIGN §4 says
     sender = Sender(kind="process", name=label, cwd=cwd)
     ctx.post().send(
         handles,
@@ -611,12 +642,25 @@ def run(argv: Sequence[str], ctx: Context) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    ctx = Context()
     try:
-        return run(sys.argv[1:] if argv is None else argv, Context())
+        code = run(sys.argv[1:] if argv is None else argv, ctx)
+        ctx.stdout.flush()  # here, so that what run() left buffered meets a closed pipe too
+        return code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except (StdoutClosed, BrokenPipeError):
+        return _end_on_a_closed_pipe()
+
+
+def _end_on_a_closed_pipe() -> int:
+    """End as coreutils do when their reader goes away: without a word, killed by
+    SIGPIPE (a shell shows status 141), whatever output was still held."""
+    import signal  # here: only a closed pipe needs it
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + signal.SIGPIPE  # our parent blocked SIGPIPE: the status a shell would show
 
 
 def exit_now(code: int) -> NoReturn:

@@ -48,6 +48,18 @@ class MailboxFull(Exception):
         self.queued = queued
 
 
+class DepositFailed(OSError):
+    """A mailbox the file system would not let us write (read-only, full disk...).
+    It names the mailbox and its folder, not the temporary file the write stopped at."""
+
+    def __init__(self, root: StrPath, address: str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), inbox_of(root, address))
+        self.address = address
+
+    def __str__(self) -> str:
+        return f"cannot write to mailbox {self.address} ({self.filename}): {self.strerror}"
+
+
 def checked(address: str) -> str:
     """The address, checked before it becomes a path component (INV-22)."""
     if not is_address(address):
@@ -99,8 +111,18 @@ def mailbox_addresses(root: StrPath) -> list[str]:
 def deposit(root: StrPath, address: str, message: Message, *, durable: bool = True) -> str:
     """Queue ``message`` for ``address``; returns the letter's path.
 
-    Raises MailboxFull with nothing written. A sweep that removes the folder
+    Raises MailboxFull with nothing written, and DepositFailed, with no letter
+    written, for a folder that cannot be written. A sweep that removes the folder
     while we wait for its lock makes us start again (INV-17)."""
+    try:
+        return _deposit(root, address, message, durable)
+    except (files.UnsafePath, FileExistsError):
+        raise  # each names the very path that is wrong: a link, a letter with this id
+    except OSError as error:
+        raise DepositFailed(root, address, error) from error
+
+
+def _deposit(root: StrPath, address: str, message: Message, durable: bool) -> str:
     data = encode(message)
     checked(address)
     for _ in range(_DEPOSIT_ATTEMPTS):
