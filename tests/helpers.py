@@ -1,11 +1,15 @@
 """Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
-and a clock that the test controls, and builders for records and messages."""
+and a clock that the test controls, builders for records and messages, and a user
+that mode bits bind."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import stat
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,3 +122,40 @@ def put(path: Path, data: bytes, *, durable: bool = True) -> None:
     assert folder is not None, f"no folder {path.parent}"
     with folder:
         folder.write_new(path.name, data, durable=durable)
+
+
+# -- a user that mode bits bind ------------------------------------------------------
+# Root passes every mode bit, and CI runs as root: a process that must meet a folder
+# it may not write runs as nobody there (through setpriv). Any other user is bound
+# by mode bits already and runs as itself.
+
+_NOBODY = pwd.getpwnam("nobody")
+
+
+def unprivileged(argv: Sequence[str]) -> list[str]:
+    """``argv`` as a command that runs as a user mode bits bind."""
+    if os.geteuid() != 0:
+        return list(argv)
+    ids = (f"--reuid={_NOBODY.pw_uid}", f"--regid={_NOBODY.pw_gid}", "--clear-groups")
+    return ["setpriv", *ids, *argv]
+
+
+def unprivileged_uid() -> int:
+    """The uid that ``unprivileged`` commands run with."""
+    return _NOBODY.pw_uid if os.geteuid() == 0 else os.geteuid()
+
+
+def unprivileged_scratch() -> Path:
+    """A new folder that user can reach and own (pytest's own lie behind folders
+    private to root); the caller removes it."""
+    return Path(os.path.realpath(tempfile.mkdtemp(prefix="pipost-unprivileged-")))
+
+
+def give_to_unprivileged(tree: Path) -> None:
+    """Make ``tree`` and everything in it belong to that user, so that pipost run as it
+    takes the tree for its own (it refuses folders of others)."""
+    if os.geteuid() != 0:
+        return
+    for folder, folders, names in os.walk(tree):
+        for name in [".", *folders, *names]:
+            os.lchown(os.path.join(folder, name), _NOBODY.pw_uid, _NOBODY.pw_gid)
