@@ -1,5 +1,6 @@
 """Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
-and a clock that the test controls, and builders for records and messages."""
+and a clock that the test controls, builders for records and messages, and a user
+that mode bits bind."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,11 +143,11 @@ UNPRIVILEGED_USER = "nobody"
 UNPRIVILEGED_GROUP = "nogroup"
 
 
-def unprivileged(command: list[str]) -> list[str]:
+def unprivileged(command: Sequence[str]) -> list[str]:
     """``command``, run by a user whom a read-only folder stops: root (as CI runs)
     ignores mode bits, so under root it runs as nobody; anyone else runs it as is."""
     if os.geteuid() != 0:
-        return command
+        return list(command)
     return [
         "setpriv",
         f"--reuid={UNPRIVILEGED_USER}",
@@ -154,6 +155,11 @@ def unprivileged(command: list[str]) -> list[str]:
         "--clear-groups",
         *command,
     ]
+
+
+def unprivileged_uid() -> int:
+    """The uid that ``unprivileged`` commands run with."""
+    return _unprivileged_ids()[0] if os.geteuid() == 0 else os.geteuid()
 
 
 def give_to_unprivileged(path: Path) -> None:

@@ -24,6 +24,7 @@ import pytest
 from pipost import cli, droplog, host, mailbox, policy, registry
 from pipost.address import address_of
 from pipost.message import Sender, new_message
+from pipost.post import Post
 from pipost.registry import Record
 from tests.helpers import (
     NOW,
@@ -781,6 +782,44 @@ def test_undecodable_file_names_reach_a_strict_terminal_spelled_out(tmp_path: Pa
     shown = written.getvalue().decode("utf-8").splitlines()
     assert len(shown) == 2
     assert shown[1].startswith("(not a message: \\udcff\\udcfe.json — ")
+
+
+# -- listen: one listener per session, and a working directory that exists ----------------
+
+
+def test_a_second_listener_is_refused_naming_the_running_one(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    session = "listened-twice"
+    running = host.Host(Post(root), session, str(tmp_path), host.StreamContext(io.StringIO()))
+    running.start()
+    try:
+        before = tree_snapshot(root)
+        ran = run(["listen", "--session-id", session], root)
+        assert (ran.code, ran.stdout) == (1, "")
+        assert ran.stderr == (
+            f"pi-post: {address_of(session)} already has a listener: pid {os.getpid()} "
+            "(stop it, or pass --also to run this one beside it)\n"
+        )
+        assert tree_snapshot(root) == before
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("given", ["/nonexistent/project", "absent", "a-file", ""])
+def test_listen_refuses_a_cwd_that_is_not_an_existing_directory(tmp_path: Path, given: str) -> None:
+    root = tmp_path / "post"
+    (tmp_path / "a-file").write_text("not a folder")
+    ran = run(["listen", "--session-id", "s", "--cwd", given], root, cwd=str(tmp_path))
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == f"pi-post: --cwd must be an existing directory, not {given!r}\n"
+    assert not root.exists()
+
+
+def test_listen_help_tells_how_to_run_a_second_listener_on_purpose(tmp_path: Path) -> None:
+    shown = run(["listen", "--help"], tmp_path / "post").stdout
+    assert "[--also]" in shown.splitlines()[0]
+    assert "A session has one listener: a second one is refused, naming the running one." in shown
+    assert "  --also               run beside the listener the session already has" in shown
 
 
 # -- hardening: unsafe roots and the quarantine -------------------------------------------

@@ -76,13 +76,17 @@ usage: pi-post whoami
 Print the address of the session this shell runs in ($PI_SESSION_ID).
 """,
     "listen": """\
-usage: pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
+usage: pi-post listen --session-id <id> [--name <name>] [--cwd <dir>] [--also]
                       [--transcript <file> | --exec <command>]
                       [--exec-timeout <seconds>]
 
 Make this process a receiving session: register its address, take its mail as
 it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
+A session has one listener: a second one is refused, naming the running one.
 
+  --also               run beside the listener the session already has: each
+                       message still enters one of them, once, and the record
+                       stays live until the last of them stops
   --transcript <file>  append one JSON line per message, flushed before the
                        message is taken off disk; the transcript is the ledger
                        that makes delivery exactly once across crashes
@@ -430,11 +434,12 @@ def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
 def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     import signal
 
-    from pipost import host, policy
+    from pipost import host, listeners, policy
 
     options, positional = _options(
         args,
         "listen",
+        flags=frozenset({"--also"}),
         valued=frozenset(
             {"--session-id", "--name", "--cwd", "--transcript", "--exec", "--exec-timeout"}
         ),
@@ -448,7 +453,13 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         raise UsageError("listen takes --transcript or --exec, not both")
     if "--exec-timeout" in options and "--exec" not in options:
         raise UsageError("--exec-timeout applies to --exec only")
-    cwd = os.path.realpath((options.get("--cwd") or [ctx.working_dir()])[-1])
+    cwd = ctx.working_dir()
+    if "--cwd" in options:
+        given = options["--cwd"][-1]
+        cwd = os.path.join(cwd, given)
+        if not given or not os.path.isdir(cwd):
+            raise UsageError(f"--cwd must be an existing directory, not {format.visible(given)!r}")
+    cwd = os.path.realpath(cwd)
     environ = dict(ctx.environ)
     address = _session_address(session_id, "--session-id")
     environ.update(PI_SESSION_ID=session_id, PI_SESSION_ADDRESS=address)
@@ -475,6 +486,7 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         inbound=policy.inbound_mode(_mode_setting(ctx, "PI_POST_INBOUND", policy.Inbound)),
         resume=policy.resume_mode(_mode_setting(ctx, "PI_POST_RESUME", policy.Resume)),
         say=lambda line: _warn(ctx, line),
+        also="--also" in options,
     )
     previous = {
         sig: signal.signal(sig, lambda *_: receiver.request_stop())
@@ -484,6 +496,12 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         receiver.start()
         _warn(ctx, f"listening as {receiver.address}")
         receiver.serve()
+    except listeners.AlreadyListening as running:
+        pids = ", ".join(str(pid) for pid in running.pids)
+        raise Refused(
+            f"{running.address} already has a listener: pid {pids} (stop it, "
+            "or pass --also to run this one beside it)"
+        ) from None
     finally:
         receiver.stop()
         for sig, handler in previous.items():

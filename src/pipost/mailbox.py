@@ -220,12 +220,45 @@ class Claim:
         return self._folder.name(self.name)
 
     def dispose(self) -> None:
-        """The receipt: unlink, then flush the folder so it stays unlinked."""
+        """The receipt: unlink, then flush the folder so it stays unlinked. The claim
+        ends either way."""
         try:
-            self._folder.unlink(self.name)
-            self._folder.flush()
+            self._remove()
         finally:
             self.release()
+
+    def dispose_or_hold(self) -> bool:
+        """dispose(); but a claim whose unlink or flush fails is kept, still locked so
+        that no other receiver takes the letter, and False says to try again."""
+        try:
+            self._remove()
+        except OSError:
+            return False
+        self.release()
+        return True
+
+    def _remove(self) -> None:
+        # A retry after a failed flush finds the letter already unlinked.
+        if self._handle is None or os.fstat(self._handle.fd).st_nlink > 0:
+            self._folder.unlink(self.name)
+        self._folder.flush()
+
+    def still_held(self) -> bool:
+        """Whether the locked file is still the letter at its name: a pi-post 0.7
+        receiver takes no lock, and may have taken it meanwhile."""
+        if self._handle is None:
+            return True  # a link or no plain file: there is only a name to set aside
+        held = os.fstat(self._handle.fd)
+        try:
+            named = self._folder.lstat(self.name)
+        except FileNotFoundError:
+            return False
+        return held.st_nlink > 0 and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+    def why_undisposable(self) -> str | None:
+        """Why dispose() or set_aside() would fail now, with the fix: the mailbox
+        folder cannot be written by this process. None when they can go ahead."""
+        return self._folder.why_unwritable()
 
     def set_aside(self, reason: str) -> SetAside:
         """Move the letter to ``quarantine/<address>/`` with its reason beside it."""
