@@ -74,6 +74,30 @@ Feature: The command line as SPEC 8 has it, run as a separate process
     Then it fails, saying "32769" and "32768"
     And the command wrote nothing
 
+  @INV-09
+  Scenario: a body on standard input past the cap is refused, and nothing is written
+    When at the shell I pipe 40000 "x" characters into pi-post send --to dashboard
+    Then it fails, saying "32768"
+    And the command wrote nothing
+
+  @INV-09 @INV-12
+  Scenario Outline: a bad body to an unknown target is refused for the body (<bad body>)
+    When at the shell I run pi-post send --to stranger <body>
+    Then it fails, saying "body", not "stranger"
+    And the command wrote nothing
+
+    Examples:
+      | bad body        | body          |
+      | empty           | --body ""     |
+      | blank           | --body "   "  |
+      | none at all     |               |
+
+  @INV-09 @INV-12
+  Scenario: a body over the cap to an unknown target is refused for its size
+    When at the shell I send a body of 32769 "x" characters to "stranger"
+    Then it fails, saying "32769" and "32768", not "stranger"
+    And the command wrote nothing
+
   @INV-09 @INV-21
   Scenario: a body of exactly 32768 bytes in two-byte characters is sent whole
     When at the shell I send a body of 16384 "é" characters to "dashboard"
@@ -103,3 +127,24 @@ Feature: The command line as SPEC 8 has it, run as a separate process
       | is writable by others         | send --to dashboard --body "hello there" | writable by others", "chmod 700      |
       | belongs to another user       | resolve dashboard                        | owned by uid 4242                    |
       | is a symlink to another folder | peek dashboard                          | symlink", "PI_POST_DIR               |
+
+  @INV-22
+  Scenario: a post office folder given as ~/post is the folder post in my home
+    Given HOME is "{scratch}"
+    And PI_POST_DIR is "~/post"
+    When at the shell I run pi-post send --to dashboard --body "found from my home"
+    Then it succeeds, printing "queued {dashboard.address} <id>"
+    And the body of that letter is "found from my home"
+
+  @INV-22
+  Scenario Outline: a relative PI_POST_DIR is refused by <command>, naming it
+    Given PI_POST_DIR is "post"
+    When at the shell I run pi-post <command>
+    Then it fails, saying "PI_POST_DIR"
+    And the command wrote nothing
+
+    Examples:
+      | command                            |
+      | list                               |
+      | send --to dashboard --body "hello" |
+      | peek dashboard                     |

@@ -29,6 +29,7 @@ import json
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ from behave.step_registry import StepRegistry
 from pipost.driver import Driver, InProcessDriver, SubprocessDriver
 
 STEPS = Path(__file__).parent / "steps"
+# Steps share the test suite's helpers (tests/helpers.py) rather than copies of them.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 CLI_TAG = "cli"
 PIPOST_ONLY_TAG = "pipost-only"
 """A command-line scenario of what pipost adds beyond SPEC 8 (doctor, --json)."""

@@ -145,6 +145,17 @@ Feature: Receiving — where "delivered" is decided
     Then the listener's transcript holds "for later" once
     And the listener's mailbox comes to be empty
 
+  @INV-05 @INV-23 @listener
+  Scenario: SIGTERM stops a listener whose command is still running, and its message stays queued
+    Given a listener process whose command runs for 30 s for each message
+    When I run pi-post send to the listener with the body "hold on"
+    And the listener's command is running
+    And the listener process is stopped with SIGTERM
+    Then the listener process exited with status 0
+    And the listener's message is still in its mailbox
+    And the listener's record is kept, offline
+    And nothing the listener's command started is still running
+
   @INV-11
   Scenario: a live record whose session is not taking mail gets "queued", never "delivered"
     Given a receiving host that records what enters its context
@@ -235,3 +246,44 @@ Feature: Receiving — where "delivered" is decided
     When I run pi-post log
     Then pi-post log shows one line for the listener's address, saying "refused: PI_POST_INBOUND=refuse"
     And pi-post log does not show "the-secret-body-0815"
+
+  @INV-05 @INV-06 @INV-23 @listener
+  Scenario: a listener that could not remove a letter leaves it queued and untouched, says why, and takes it once it can
+    Given a letter waits for a session whose mailbox folder is read-only for its listener
+    When its listener starts, printing on standard output, as a user mode bits bind
+    And the listener has drained its mailbox more than once
+    Then the letter is still in the listener's mailbox, unchanged
+    And the listener printed nothing
+    And the listener named its mailbox folder on standard error
+    And the drop log records the letter as "kept"
+    When the mailbox folder is made writable for the listener
+    Then the listener's mailbox folder comes to be empty
+    And the listener printed the letter once
+
+  @INV-06 @INV-14 @INV-15 @listener
+  Scenario: a second listener for a session is refused while the first runs, naming its pid
+    Given a listener process keeping a transcript
+    When a second listener for the same session starts, keeping a transcript of its own
+    Then the second listener exited with status 1, naming the first one's pid
+    And the listener's record names the one listener process that runs, live
+    When I run pi-post send to the listener with the body "still the first one's"
+    Then pi-post prints "delivered" with the listener's address and the message id
+    And the listener's transcript holds "still the first one's" once
+
+  @INV-06 @INV-14 @INV-15 @listener
+  Scenario: two listeners run on purpose with --also, and the record stays live until the last one stops
+    Given a listener process keeping a transcript
+    When a second listener for the same session starts with --also
+    And the listener the record names is stopped with SIGTERM
+    Then the listener's record names the one listener process that runs, live
+    When I run pi-post send to the listener with the body "anyone there?"
+    Then pi-post prints "delivered" with the listener's address and the message id
+    When the listener that still runs is stopped with SIGTERM
+    Then the listener's record is kept, offline
+
+  @INV-14 @INV-15 @listener
+  Scenario: a listener killed with SIGKILL does not keep the next one from starting
+    Given a listener process keeping a transcript
+    When the listener process is killed with SIGKILL
+    And the listener starts again with the same transcript
+    Then the listener's record names the one listener process that runs, live

@@ -1,7 +1,9 @@
 Feature: Sweeps: messages outrank tidiness
   A record is swept only when its session is offline, unseen for more than 7
   days, and its mailbox holds nothing. A mailbox folder is swept only when it is
-  empty and no record names it; mail is never swept, at any age.
+  empty and no record names it; mail is never swept, at any age. A temporary
+  file (*.tmp, in a mailbox or in the registry) untouched for more than 36 hours
+  was left by a writer that died: the sweep removes it first, and nothing else.
 
   @INV-17
   Scenario Outline: a record is swept only when all three conditions hold (<presence>, <unseen>, <queued> queued)
@@ -64,3 +66,33 @@ Feature: Sweeps: messages outrank tidiness
     When the post office is swept
     Then the sweep removed nothing
     And the deposit in flight "1796078534000-0000000f.json.tmp" is still in the mailbox of "s-0123456789ab", untouched
+
+  @INV-17 @INV-03
+  Scenario: a temporary untouched for more than 36 hours is swept, and then its orphan mailbox
+    Given the mailbox of "s-0123456789ab" holds a deposit in flight "1796078534000-0000000f.json.tmp"
+    And the files in the mailbox of "s-0123456789ab" were last modified 36 hours and 1 ms ago
+    When the post office is swept
+    Then the sweep removed only the stale temporary "inbox/s-0123456789ab/1796078534000-0000000f.json.tmp"
+    And the sweep removed the mailbox folder of "s-0123456789ab"
+
+  @INV-17 @INV-03
+  Scenario: beside a stale temporary, a letter a year old is kept with its mailbox
+    Given the mailbox of "s-0123456789ab" holds letters written newest first:
+      | id                     | body                    |
+      | 1700000000000-0000000a | for a session long gone |
+    And the mailbox of "s-0123456789ab" holds a deposit in flight "1796078534000-0000000f.json.tmp"
+    And the files in the mailbox of "s-0123456789ab" were last modified 365 days ago
+    When the post office is swept
+    Then the sweep removed only the stale temporary "inbox/s-0123456789ab/1796078534000-0000000f.json.tmp"
+    And the mailbox folder of "s-0123456789ab" holds only "1700000000000-0000000a.json"
+    And the mailbox of "s-0123456789ab" holds 1 message
+
+  @INV-17 @INV-03
+  Scenario: in the registry, a record write in flight for more than 36 hours is swept; one of 36 hours is kept
+    Given a live session "alice" in "/home/dev/alice"
+    And the registry holds a record write in flight ".s-0123456789ab.0a1b2c3d.tmp", last modified 36 hours and 1 ms ago
+    And the registry holds a record write in flight ".s-0123456789ab.4e5f6a7b.tmp", last modified 36 hours ago
+    When the post office is swept
+    Then the sweep removed only the stale temporary "registry/.s-0123456789ab.0a1b2c3d.tmp"
+    And the record write in flight ".s-0123456789ab.4e5f6a7b.tmp" is still in the registry, untouched
+    And the record of "alice" was kept

@@ -1,11 +1,16 @@
 """Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
-and a clock that the test controls, and builders for records and messages."""
+and a clock that the test controls, builders for records and messages, and a user
+that mode bits bind."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,3 +123,70 @@ def put(path: Path, data: bytes, *, durable: bool = True) -> None:
     assert folder is not None, f"no folder {path.parent}"
     with folder:
         folder.write_new(path.name, data, durable=durable)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether the process ``pid`` has ended and been reaped (a zombie waiting for its
+    reaper still answers)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+# -- a user that mode bits bind -------------------------------------------------------
+
+UNPRIVILEGED_USER = "nobody"
+UNPRIVILEGED_GROUP = "nogroup"
+
+
+def unprivileged(command: Sequence[str]) -> list[str]:
+    """``command``, run by a user whom a read-only folder stops: root (as CI runs)
+    ignores mode bits, so under root it runs as nobody; anyone else runs it as is."""
+    if os.geteuid() != 0:
+        return list(command)
+    return [
+        "setpriv",
+        f"--reuid={UNPRIVILEGED_USER}",
+        f"--regid={UNPRIVILEGED_GROUP}",
+        "--clear-groups",
+        *command,
+    ]
+
+
+def unprivileged_uid() -> int:
+    """The uid that ``unprivileged`` commands run with."""
+    return _unprivileged_ids()[0] if os.geteuid() == 0 else os.geteuid()
+
+
+def give_to_unprivileged(path: Path) -> None:
+    """Make ``path`` and everything under it the unprivileged user's (under root)."""
+    if os.geteuid() != 0:
+        return
+    for folder, _, names in os.walk(path):
+        for name in [".", *names]:
+            os.chown(os.path.join(folder, name), *_unprivileged_ids(), follow_symlinks=False)
+
+
+def _unprivileged_ids() -> tuple[int, int]:
+    import grp
+    import pwd
+
+    return pwd.getpwnam(UNPRIVILEGED_USER).pw_uid, grp.getgrnam(UNPRIVILEGED_GROUP).gr_gid
+
+
+@contextmanager
+def unprivileged_scratch() -> Iterator[Path]:
+    """A scratch folder the unprivileged user can reach (pytest's tmp_path sits in a
+    folder only its owner may enter), removed afterwards whatever its modes."""
+    scratch = Path(tempfile.mkdtemp(prefix="pipost-unprivileged-"))
+    give_to_unprivileged(scratch)
+    try:
+        yield scratch
+    finally:
+        for folder, _, _ in os.walk(scratch):
+            os.chmod(folder, 0o700)
+        shutil.rmtree(scratch)

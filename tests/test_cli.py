@@ -8,32 +8,42 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
-from pipost import cli, mailbox, registry
+from pipost import cli, droplog, host, mailbox, policy, registry
 from pipost.address import address_of
 from pipost.message import Sender, new_message
+from pipost.post import Post
 from pipost.registry import Record
 from tests.helpers import (
     NOW,
     FakeProcessTable,
     FixedClock,
+    give_to_unprivileged,
+    made,
     make_message,
     make_record,
     tree_snapshot,
+    unprivileged,
+    unprivileged_scratch,
     write_record,
 )
 
 if TYPE_CHECKING:
     from pipost.registry import ProcessTable
 
+REPOSITORY = Path(__file__).parents[1]
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 REFERENCE = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
 TRANSCRIPTS: list[dict[str, Any]] = REFERENCE["transcripts"]
@@ -67,7 +77,7 @@ def run(
     context = cli.Context(
         environ={"PI_POST_DIR": str(root), "HOME": str(root.parent), **(env or {})},
         cwd=cwd,
-        stdin=io.StringIO(stdin),
+        stdin=io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogateescape"))),
         stdout=out,
         stderr=err,
         clock=clock or FixedClock(),
@@ -111,6 +121,16 @@ def reference_time(transcript: dict[str, Any]) -> int | None:
     return int(found.group()[:13]) if found else None
 
 
+def reference_root(folder: Path) -> Path:
+    """A post office under ``folder`` holding the reference's registry."""
+    root = folder / "post"
+    (root / "registry").mkdir(parents=True)
+    for record in fixture_records():
+        path = root / "registry" / f"{record['address']}.json"
+        path.write_text(json.dumps(record), encoding="utf-8")
+    return root
+
+
 @dataclass
 class Replayed:
     transcript: dict[str, Any]
@@ -132,11 +152,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> list[Replayed]:
     """Every transcript, in file order, against one root: later ones see the mail
     earlier ones queued. The clock starts when the reference's fixture was made
     and moves to the reference's own send times, so that peek shows its times."""
-    root = tmp_path_factory.mktemp("replay") / "post"
-    (root / "registry").mkdir(parents=True)
-    for record in fixture_records():
-        path = root / "registry" / f"{record['address']}.json"
-        path.write_text(json.dumps(record), encoding="utf-8")
+    root = reference_root(tmp_path_factory.mktemp("replay"))
     clock = FixedClock(NOW)
     results = []
     for transcript in TRANSCRIPTS:
@@ -228,6 +244,56 @@ def test_every_reference_letter_was_written_alike(replayed: list[Replayed]) -> N
     for path in sorted((INTEROP / "messages").glob("*.json")):
         reference = without_id(json.loads(path.read_bytes()))
         assert reference in [without_id(letter) for letter in written], path.name
+
+
+# pipost's own cases, replayed against the reference's registry like its transcripts. The
+# reference was not recorded on them; DESIGN §4 and pi-post 0.7's order of checks say what
+# it does: the body is checked before any target is resolved, so the body's error wins.
+PIPOST_CASES: list[dict[str, Any]] = [
+    {
+        "label": "send: empty body and an unknown target",
+        "argv": ["send", "--to", "nobody", "--body", ""],
+        "stdin": "",
+        "stderr": "pi-post: empty body (pass --body or pipe stdin)\n",
+    },
+    {
+        "label": "send: blank body, a known target and an unknown one",
+        "argv": ["send", "--to", "cache-fix", "--to", "nobody", "--body", " \n"],
+        "stdin": "",
+        "stderr": "pi-post: empty body (pass --body or pipe stdin)\n",
+    },
+    {
+        "label": "send: oversize body and an unknown target",
+        "argv": ["send", "--to", "nobody", "--body", "<32769 bytes of 'x'>"],
+        "stdin": "",
+        "stderr": "pi-post: body is 32769 bytes; the cap is 32768 "
+        "(send a summary and a path, not a payload)\n",
+    },
+    {
+        "label": "send: oversize body on stdin and an unknown target",
+        "argv": ["send", "--to", "nobody"],
+        "stdin": "<40000 bytes of 'x'>",
+        "stderr": "pi-post: body is more than 32768 bytes; the cap is 32768 "
+        "(send a summary and a path, not a payload)\n",
+    },
+]
+
+
+@pytest.mark.parametrize("case", PIPOST_CASES, ids=[case["label"] for case in PIPOST_CASES])
+def test_a_bad_body_is_refused_before_any_target_is_resolved(
+    tmp_path: Path, case: dict[str, Any]
+) -> None:
+    root = reference_root(tmp_path)
+    before = tree_snapshot(root)
+    ran = run(
+        [expand(arg) for arg in case["argv"]],
+        root,
+        cwd="/home/dev/gtm",
+        stdin=expand(case["stdin"]),
+        processes=registry.OsProcessTable(),
+    )
+    assert (ran.code, ran.stdout, ran.stderr) == (1, "", case["stderr"])
+    assert tree_snapshot(root) == before
 
 
 # -- reading has no side effects (INV-16) -------------------------------------------------
@@ -389,6 +455,164 @@ def test_an_unknown_option_is_refused(tmp_path: Path, command: str, option: str)
     assert ran.stdout == ""
     assert ran.stderr.startswith("pi-post: unknown option --bogus ")
     assert ran.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "", "nan", "inf", "\x1b[31m"])
+def test_an_exec_timeout_that_is_not_a_positive_number_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    argv = ["listen", "--session-id", "x", "--exec", "true", "--exec-timeout", value]
+    ran = run(argv, tmp_path / "post")
+    assert (ran.code, ran.stdout) == (1, "")
+    shown = value.replace("\x1b", "\\x1b")
+    assert ran.stderr == (
+        f"pi-post: --exec-timeout must be a positive number of seconds, not {shown!r}\n"
+    )
+    assert not (tmp_path / "post").exists()
+
+
+def test_an_exec_timeout_without_a_command_is_refused(tmp_path: Path) -> None:
+    ran = run(["listen", "--session-id", "x", "--exec-timeout", "5"], tmp_path / "post")
+    assert (ran.code, ran.stderr) == (1, "pi-post: --exec-timeout applies to --exec only\n")
+    assert not (tmp_path / "post").exists()
+
+
+def test_the_listen_help_gives_the_exec_timeout_and_its_default() -> None:
+    text = cli.HELP["listen"]
+    assert "[--exec-timeout <seconds>]" in text
+    assert f"(default\n                       {host.EXEC_TIMEOUT_S:g})" in text
+    assert f"SIGKILL {host.EXEC_KILL_GRACE_S:g} s later" in text
+
+
+def test_help_on_an_unknown_command_says_so(tmp_path: Path) -> None:
+    ran = run(["help", "nosuch"], tmp_path / "post")
+    assert ran.code == 1
+    assert ran.stdout == ""
+    assert ran.stderr == "pi-post: unknown command 'nosuch' (pi-post help lists the commands)\n"
+
+
+@pytest.mark.parametrize("topic", ["help", "--help", "-h"])
+def test_help_on_help_is_the_overview(tmp_path: Path, topic: str) -> None:
+    assert run(["help", topic], tmp_path / "post") == Ran(0, cli.OVERVIEW, "")
+
+
+def test_version_is_the_one_pyproject_gives(tmp_path: Path) -> None:
+    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))
+    ran = run(["--version"], tmp_path / "post")
+    assert ran == Ran(0, f"pi-post {project['project']['version']}\n", "")
+    assert not (tmp_path / "post").exists()
+
+
+def test_version_of_a_pipost_that_is_not_installed_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    ran = run(["--version"], tmp_path / "post")
+    assert ran == Ran(1, "", "pi-post: pipost is not installed, so it has no version\n")
+
+
+def test_the_overview_shows_every_option_of_listen_and_the_version(tmp_path: Path) -> None:
+    overview = run(["help"], tmp_path / "post").stdout
+    assert (
+        "       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]\n"
+        "                      [--transcript <file> | --exec <command>]\n"
+    ) in overview
+    assert "       pi-post --version\n" in overview
+
+
+def test_listen_help_names_every_mode_of_both_variables(tmp_path: Path) -> None:
+    shown = run(["listen", "--help"], tmp_path / "post").stdout
+    inbound = "|".join(mode.value for mode in policy.Inbound)
+    resume = "|".join(mode.value for mode in policy.Resume)
+    assert f"PI_POST_INBOUND={inbound} and PI_POST_RESUME={resume} apply.\n" in shown
+    assert inbound == "accept|ask|refuse"
+
+
+def test_design_lists_every_command_pipost_adds() -> None:
+    design = (REPOSITORY / "DESIGN.md").read_text(encoding="utf-8")
+    added = design.split("pipost adds ", 1)[1].split("; every command takes", 1)[0]
+    named = set(re.findall(r"`([a-z-]+)`", added))
+    reference = {"send", "list", "resolve", "peek", "whoami"}
+    assert named == (set(cli.COMMANDS) - reference) | {"help", "--version"}
+
+
+# -- pipost's own commands: what they print -------------------------------------------------
+
+
+def test_an_empty_drop_log_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    assert run(["log"], root) == Ran(0, "the drop log is empty\n", "")
+    droplog.record(root, droplog.Drop(NOW, address_of("x"), "a.json", "process:x", "duplicate"))
+    shown = run(["log"], root).stdout
+    assert shown == f"2026-11-30T22:42:14.257Z {address_of('x')} a.json from process:x: duplicate\n"
+
+
+def test_sweep_says_what_it_removed_stale_temporaries_first(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    assert run(["sweep"], root) == Ran(0, "nothing to sweep\n", "")
+    orphan = address_of("sweep-orphan")
+    folder = root / "inbox" / orphan
+    folder.mkdir(parents=True, mode=0o700)
+    root.chmod(0o700)
+    temporary = folder / "1796078534257-00000000.json.tmp"
+    temporary.write_bytes(b"{")
+    moment_ns = (NOW - registry.TEMPORARY_STALE_MS - 1) * 1_000_000
+    os.utime(temporary, ns=(moment_ns, moment_ns))
+    ran = run(["sweep"], root)
+    assert ran == Ran(
+        0,
+        f"removed stale temporary inbox/{orphan}/1796078534257-00000000.json.tmp\n"
+        f"removed empty mailbox {orphan}\n",
+        "",
+    )
+
+
+@pytest.mark.parametrize(
+    ("modes", "warnings"),
+    [
+        (
+            {"PI_POST_INBOUND": "sometimes", "PI_POST_RESUME": "sleep"},
+            [
+                "pi-post: PI_POST_INBOUND='sometimes' is none of accept, ask, refuse; "
+                "taken as accept",
+                "pi-post: PI_POST_RESUME='sleep' is none of wake, stage; taken as wake",
+            ],
+        ),
+        ({"PI_POST_INBOUND": " REFUSE\n", "PI_POST_RESUME": "Stage"}, []),
+        ({"PI_POST_INBOUND": "", "PI_POST_RESUME": " "}, []),
+        ({}, []),
+    ],
+    ids=["unknown words", "known words in another case", "blank", "unset"],
+)
+def test_a_listener_warns_once_about_a_mode_variable_that_names_no_mode(
+    tmp_path: Path, modes: dict[str, str], warnings: list[str]
+) -> None:
+    root = tmp_path / "post"
+    session_id = "mode-warnings"
+    env = {"PATH": os.environ.get("PATH", ""), "PI_POST_DIR": str(root), **modes}
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "pipost", "listen", "--session-id", session_id],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while registry.read(root, address_of(session_id)) is None:  # the modes came before
+            assert listener.poll() is None, listener.communicate()[1]
+            assert time.monotonic() < deadline, "the listener never registered"
+            time.sleep(0.02)
+    finally:
+        listener.send_signal(signal.SIGTERM)
+        _, stderr = listener.communicate(timeout=15)
+    about_modes = [line for line in stderr.splitlines() if "PI_POST_" in line]
+    assert about_modes == warnings
 
 
 # -- bad input: a clear refusal, never a traceback, nothing written ---------------------------
@@ -571,6 +795,44 @@ def test_undecodable_file_names_reach_a_strict_terminal_spelled_out(tmp_path: Pa
     assert shown[1].startswith("(not a message: \\udcff\\udcfe.json — ")
 
 
+# -- listen: one listener per session, and a working directory that exists ----------------
+
+
+def test_a_second_listener_is_refused_naming_the_running_one(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    session = "listened-twice"
+    running = host.Host(Post(root), session, str(tmp_path), host.StreamContext(io.StringIO()))
+    running.start()
+    try:
+        before = tree_snapshot(root)
+        ran = run(["listen", "--session-id", session], root)
+        assert (ran.code, ran.stdout) == (1, "")
+        assert ran.stderr == (
+            f"pi-post: {address_of(session)} already has a listener: pid {os.getpid()} "
+            "(stop it, or pass --also to run this one beside it)\n"
+        )
+        assert tree_snapshot(root) == before
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("given", ["/nonexistent/project", "absent", "a-file", ""])
+def test_listen_refuses_a_cwd_that_is_not_an_existing_directory(tmp_path: Path, given: str) -> None:
+    root = tmp_path / "post"
+    (tmp_path / "a-file").write_text("not a folder")
+    ran = run(["listen", "--session-id", "s", "--cwd", given], root, cwd=str(tmp_path))
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == f"pi-post: --cwd must be an existing directory, not {given!r}\n"
+    assert not root.exists()
+
+
+def test_listen_help_tells_how_to_run_a_second_listener_on_purpose(tmp_path: Path) -> None:
+    shown = run(["listen", "--help"], tmp_path / "post").stdout
+    assert "[--also]" in shown.splitlines()[0]
+    assert "A session has one listener: a second one is refused, naming the running one." in shown
+    assert "  --also               run beside the listener the session already has" in shown
+
+
 # -- hardening: unsafe roots and the quarantine -------------------------------------------
 
 
@@ -649,6 +911,7 @@ def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
         "secrets",
         "argparse",
         "contextlib",
+        "importlib.metadata",
     }
     assert set(loaded) & unused == set()
 
@@ -692,3 +955,273 @@ def test_exit_now_waits_for_a_thread_like_a_normal_exit(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "written-late").read_text() == "done"
+
+
+# -- the send path as a process: bounded input, a closed pipe, errors that say where ------
+
+PROCESS_TIMEOUT_S = 60
+"""How long a pi-post process may take before the test gives up on it (never a
+figure the test asserts: a process that never ends fails the test instead of
+hanging it)."""
+
+REFUSED_OVER_THE_CAP = (
+    "pi-post: body is more than 32768 bytes; the cap is 32768 "
+    "(send a summary and a path, not a payload)\n"
+)
+
+
+def pi_post(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pipost", *args]
+
+
+def process_env(root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+    return {**env, "PI_POST_DIR": str(root), "HOME": str(root.parent), **extra}
+
+
+# A process's peak memory counts what its parent held when it forked, so the sender
+# is started and measured by a small process of its own rather than by pytest.
+PIPE_AND_MEASURE = """\
+import json, resource, subprocess, sys
+split = sys.argv.index("--")
+source = subprocess.Popen(sys.argv[1:split], stdout=subprocess.PIPE)
+sender = subprocess.Popen(
+    sys.argv[split + 1 :], stdin=source.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+)
+source.stdout.close()
+out, err = sender.communicate()
+peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the sender's alone
+source.wait()
+print(json.dumps([sender.returncode, out.decode(), err.decode(), peak_kb * 1024]))
+"""
+
+
+def piped_and_measured(
+    source: list[str], command: list[str], env: dict[str, str]
+) -> tuple[int, str, str, int]:
+    """``source | command``: the command's exit status, stdout, stderr and peak memory
+    in bytes. Past PROCESS_TIMEOUT_S the whole pipeline is killed and the test fails."""
+    measuring = subprocess.Popen(
+        [sys.executable, "-c", PIPE_AND_MEASURE, *source, "--", *command],
+        stdout=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = measuring.communicate(timeout=PROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(measuring.pid, signal.SIGKILL)
+        measuring.communicate()
+        raise
+    code, stdout, stderr, peak = json.loads(out)
+    return code, stdout, stderr, peak
+
+
+@pytest.mark.parametrize(
+    "source",
+    [["head", "-c", "200000000", "/dev/zero"], ["yes"]],
+    ids=["200 MB of standard input", "endless standard input"],
+)
+def test_standard_input_past_the_cap_is_refused_without_reading_it_all(
+    tmp_path: Path, target: Record, source: list[str]
+) -> None:
+    """Before, 200 MB of input took 400 MB of memory to refuse, and endless input
+    was never refused at all."""
+    root = tmp_path / "post"
+    before = tree_snapshot(root)
+    code, stdout, stderr, peak = piped_and_measured(
+        source, pi_post("send", "--to", target.address), process_env(root)
+    )
+    assert peak < 64 * 2**20
+    assert (code, stdout) == (1, "")
+    assert stderr == REFUSED_OVER_THE_CAP
+    assert tree_snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["list"], ["peek", "TARGET"], ["resolve", "TARGET"], ["help"], ["frobnicate"]],
+)
+def test_a_closed_standard_output_ends_the_command_silently_as_coreutils_do(
+    tmp_path: Path, target: Record, argv: list[str]
+) -> None:
+    """``pi-post list | head -1``: the reader is gone before the first line here, so
+    the first write meets the closed pipe every time."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        args = [target.address if arg == "TARGET" else arg for arg in argv]
+        done = subprocess.run(
+            pi_post(*args),
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            env=process_env(tmp_path / "post"),
+            timeout=PROCESS_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (-signal.SIGPIPE, b"")
+
+
+def test_a_send_whose_receipt_meets_a_closed_pipe_still_sends(
+    tmp_path: Path, target: Record
+) -> None:
+    root = tmp_path / "post"
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            pi_post("send", "--to", target.address, "--body", "x"),
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            env=process_env(root),
+            timeout=PROCESS_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (-signal.SIGPIPE, b"")
+    assert mailbox.count(root, target.address) == 1
+
+
+NOT_TEXT = "bad \udcff bytes"
+"""Undecodable bytes as a process gets them in its argv and environment."""
+
+INPUTS_THAT_ARE_NOT_TEXT: list[tuple[list[str], dict[str, str], str, str]] = [
+    (["--to", NOT_TEXT, "--body", "x"], {}, "", "--to"),
+    (["--to", "target", "--body", NOT_TEXT], {}, "", "--body"),
+    (["--to", "target"], {}, NOT_TEXT, "standard input"),
+    (["--to", "target", "--body", "x", "--from", NOT_TEXT], {}, "", "--from"),
+    (["--to", "target", "--body", "x"], {"PI_POST_FROM": NOT_TEXT}, "", "PI_POST_FROM"),
+    (["--to", "target", "--body", "x", "--reply-to", NOT_TEXT], {}, "", "--reply-to"),
+    (["--to", "target", "--body", "x"], {"PI_POST_REPLY_TO": NOT_TEXT}, "", "PI_POST_REPLY_TO"),
+    (["--to", "target", "--body", "x"], {"PI_SESSION_ID": NOT_TEXT}, "", "PI_SESSION_ID"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "stdin", "source"),
+    INPUTS_THAT_ARE_NOT_TEXT,
+    ids=[case[-1] for case in INPUTS_THAT_ARE_NOT_TEXT],
+)
+def test_input_that_is_not_utf8_is_refused_naming_where_it_came_from(
+    tmp_path: Path, target: Record, argv: list[str], env: dict[str, str], stdin: str, source: str
+) -> None:
+    root = tmp_path / "post"
+    before = tree_snapshot(root)
+    ran = run(["send", *argv], root, env=env, stdin=stdin)
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == f"pi-post: {source} is not valid UTF-8 text\n"
+    assert tree_snapshot(root) == before
+
+
+def test_a_working_directory_that_is_not_utf8_is_named_as_such(
+    tmp_path: Path, target: Record
+) -> None:
+    ran = run(["send", "--to", target.address, "--body", "x"], tmp_path / "post", cwd=NOT_TEXT)
+    assert ran.stderr == "pi-post: the working directory is not valid UTF-8 text\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "source"),
+    [
+        (["--reply-to", "bogus"], {}, "--reply-to"),
+        ([], {"PI_POST_REPLY_TO": "bogus"}, "PI_POST_REPLY_TO"),
+    ],
+)
+def test_a_reply_address_that_is_not_one_is_refused_naming_where_it_came_from(
+    tmp_path: Path, target: Record, argv: list[str], env: dict[str, str], source: str
+) -> None:
+    ran = run(["send", "--to", "target", "--body", "x", *argv], tmp_path / "post", env=env)
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == (
+        f"pi-post: {source} must be an address (s- and 12 hex characters) or none, not 'bogus'\n"
+    )
+
+
+@pytest.mark.parametrize("read_only", ["the mailbox folder", "the post office folder"])
+def test_a_deposit_the_file_system_refuses_names_the_mailbox_folder(read_only: str) -> None:
+    """Run as a user that mode bits bind: root (as CI runs) would write anyway."""
+    with unprivileged_scratch() as scratch:
+        root = scratch / "post"
+        record = write_record(root, make_record("sess-read-only", "/home/dev/read-only"))
+        folder = root / "inbox" / record.address
+        if read_only == "the mailbox folder":
+            made(root, "inbox", record.address).chmod(0o500)
+        else:
+            root.chmod(0o500)
+        give_to_unprivileged(scratch)
+        before = tree_snapshot(root)
+        done = subprocess.run(
+            unprivileged(pi_post("send", "--to", record.address, "--body", "x")),
+            cwd=scratch,
+            env=process_env(root),
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_TIMEOUT_S,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"pi-post: cannot write to mailbox {record.address} ({folder}): Permission denied\n"
+        )
+        assert tree_snapshot(root) == before
+
+
+RELATIVE_ROOT_REFUSED = (
+    "pi-post: PI_POST_DIR must be an absolute path or start with ~/, not 'post' "
+    "(a relative one names another post office in every directory)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list"],
+        ["send", "--to", "s-0123456789ab", "--body", "x"],
+        ["resolve", "s-0123456789ab"],
+        ["peek", "s-0123456789ab"],
+        ["sweep"],
+        ["log"],
+        ["quarantine"],
+    ],
+)
+def test_a_relative_post_office_folder_is_refused_by_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    ran = run(argv, tmp_path / "unused", env={"PI_POST_DIR": "post"})
+    assert (ran.code, ran.stdout, ran.stderr) == (1, "", RELATIVE_ROOT_REFUSED)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_listener_refuses_a_relative_post_office_folder_too(tmp_path: Path) -> None:
+    done = subprocess.run(
+        pi_post("listen", "--session-id", "sess-relative"),
+        cwd=tmp_path,
+        env=process_env(tmp_path / "unused", PI_POST_DIR="post"),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (1, RELATIVE_ROOT_REFUSED)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_post_office_folder_under_home_is_found_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    record = write_record(home / "post", make_record("sess-at-home", "/home/dev/at-home"))
+    ran = run(
+        ["send", "--to", record.name, "--body", "x"],
+        tmp_path / "unused",
+        env={"PI_POST_DIR": "~/post", "HOME": str(home)},
+    )
+    assert ran.code == 0, ran.stderr
+    assert mailbox.count(home / "post", record.address) == 1
+    assert list(work.iterdir()) == []

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from pipost import droplog, format, host, mailbox, registry
+from pipost import droplog, files, format, host, listeners, mailbox, registry
 from pipost.address import address_of
 from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
 from pipost.message import Message, Sender, new_message
 from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
 from pipost.registry import OsProcessTable, Presence
-from tests.helpers import NOW, FakeProcessTable, FixedClock
+from tests.helpers import NOW, FakeProcessTable, FixedClock, process_gone, tree_snapshot
 
 SESSION = "receiver-session"
 ADDRESS = address_of(SESSION)
@@ -338,7 +338,7 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
 ) -> None:
     post = Post(root)
     contexts = [Recording(ledger=False), Recording(ledger=False)]
-    receivers = [hosts(post, context) for context in contexts]
+    receivers = [hosts(post, context, also=True) for context in contexts]
     for receiver in receivers:
         receiver.start()
     total = 200
@@ -379,17 +379,69 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
     assert queued(root) == []
 
 
+class FailingUnlinks:
+    """Stands between the host and the disk: while ``failing``, every unlink in a
+    mailbox folder fails as on a folder the process may not write."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.failing = True
+        self.attempts = 0
+        real = files.Folder.unlink
+
+        def unlink(folder: files.Folder, name: str) -> None:
+            if "/inbox/" in folder.path + "/":
+                self.attempts += 1
+                if self.failing:
+                    raise PermissionError(13, "Permission denied", folder.name(name))
+            real(folder, name)
+
+        monkeypatch.setattr(files.Folder, "unlink", unlink)
+
+
+def test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_another(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    hosts: Callable[..., Host],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A context that cannot tell what it holds (a stream, a command) is entered once;
+    the letter's claim is kept until the unlink succeeds (INV-06)."""
+    unlinks = FailingUnlinks(monkeypatch)
+    context, beside = Recording(ledger=False), Recording(ledger=False)
+    receiver = hosts(post, context)
+    message = deposit(root, "enter me once", NOW)
+
+    receiver.start()
+    other = hosts(post, beside, also=True)
+    other.start()
+    for _ in range(3):
+        clock.now += 11 * SECOND_MS  # past the loop guard's 10 s: it does not hide a repeat
+        receiver.drain()
+        other.drain()
+
+    assert context.ids == [message.id] and beside.ids == []
+    assert queued(root) == [message.file_name]
+    assert unlinks.attempts == 4, "the unlink is tried again at every drain"
+    unlinks.failing = False
+    receiver.drain()
+    assert queued(root) == []
+    assert context.ids == [message.id] and beside.ids == []
+
+
 def _crash_after_entry(
     monkeypatch: pytest.MonkeyPatch, receiver: Host, entries_so_far: Callable[[], int]
 ) -> None:
     """Let ``receiver`` enter a letter, then die before the unlink (the receipt)."""
     with monkeypatch.context() as patch:
 
-        def die(claim: mailbox.Claim) -> None:
-            claim.release()  # the kernel drops a dead process's locks
+        def die(claim: mailbox.Claim) -> bool:
+            claim.release()  # the kernel drops a dead process's locks:
+            if receiver._listening is not None:  # its claim, and its place as a listener
+                receiver._listening.close()
             raise Crash
 
-        patch.setattr(mailbox.Claim, "dispose", die)
+        patch.setattr(mailbox.Claim, "dispose_or_hold", die)
         with pytest.raises(Crash):
             receiver.start()
     assert entries_so_far() == 1
@@ -667,6 +719,93 @@ def test_start_registers_a_live_record_and_stop_keeps_it_offline(
     assert registry.presence(kept, clock.now, processes) is Presence.OFFLINE
 
 
+def test_a_second_listener_is_refused_while_the_first_runs_and_changes_nothing(
+    root: Path, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    post = Post(root, clock=clock, processes=FakeProcessTable({os.getpid(): "started"}))
+    first = hosts(post, Recording())
+    first.start()
+    record = registry.read(root, ADDRESS)
+    clock.now += SECOND_MS
+
+    with pytest.raises(listeners.AlreadyListening) as refused:
+        hosts(post, Recording()).start()
+    assert (refused.value.address, refused.value.pids) == (ADDRESS, [os.getpid()])
+    assert registry.read(root, ADDRESS) == record
+    assert listeners.running(root, ADDRESS) == [os.getpid()]
+
+    beside = hosts(post, Recording(), also=True)
+    beside.start()  # on purpose
+    assert listeners.running(root, ADDRESS) == [os.getpid(), os.getpid()]
+
+
+def test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listener_that_runs(
+    root: Path, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    """The record stays live while any listener runs (INV-14, INV-15)."""
+    processes = FakeProcessTable({os.getpid(): "started"})
+    post = Post(root, clock=clock, processes=processes)
+    lines: list[str] = []
+    first = hosts(post, Recording(), say=lines.append)
+    second = hosts(post, Recording(), say=lines.append, also=True)
+    first.start()
+    second.start()
+
+    clock.now += SECOND_MS
+    second.stop()
+    handed = registry.read(root, ADDRESS)
+    assert handed is not None
+    assert (handed.pid, handed.pid_start, handed.last_seen) == (os.getpid(), "started", clock.now)
+    assert registry.presence(handed, clock.now, processes) is Presence.LIVE
+
+    clock.now += SECOND_MS
+    first.stop()
+    offline = registry.read(root, ADDRESS)
+    assert offline is not None and offline.pid is None
+    assert lines == [
+        f"stopped; {ADDRESS} handed to pid {os.getpid()}",
+        f"stopped; {ADDRESS} is offline",
+    ]
+    assert os.listdir(root / "listeners") == []
+
+
+def test_a_record_another_receiver_wrote_stays_theirs_at_shutdown(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    lines: list[str] = []
+    receiver = hosts(post, Recording(), say=lines.append)
+    receiver.start()
+    assert receiver.record is not None
+    theirs = receiver.record.replace(pid=4242, pid_start="theirs")
+    registry.write(root, theirs)
+
+    receiver.stop()
+    assert registry.read(root, ADDRESS) == theirs
+    assert lines == [f"stopped; {ADDRESS} stays with pid 4242"]
+
+
+def test_a_listener_that_cannot_be_noted_says_so_once_and_takes_its_mail(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """A root where the listeners folder cannot be made: the session runs anyway (INV-23)."""
+    files.make_root(root).close()
+    (root / "listeners").write_text("not a folder")
+    lines: list[str] = []
+    context = Recording()
+    message = deposit(root, "still taken", NOW)
+    receiver = hosts(post, context, say=lines.append)
+
+    receiver.start()
+    assert context.ids == [message.id]
+    assert lines == [
+        f"cannot note this listener in {root}/listeners/{ADDRESS}: not a folder (a symlink is "
+        f"never followed); a second listener of {ADDRESS} will not be refused, and its record "
+        "may say offline while one still runs"
+    ]
+    receiver.stop()
+    assert lines[1:] == [f"stopped; {ADDRESS} is offline"]
+
+
 def test_start_records_the_real_process_start_time(root: Path, hosts: Callable[..., Host]) -> None:
     hosts(Post(root), Recording()).start()
     record = registry.read(root, ADDRESS)
@@ -729,6 +868,138 @@ def test_failed_heartbeats_are_counted_and_shutdown_still_completes(
     assert context.ids == [message.id]
     kept = registry.read(root, ADDRESS)
     assert kept is not None and kept.last_seen == NOW  # the last record that was written
+
+
+@pytest.fixture
+def told(hosts: Callable[..., Host]) -> Callable[..., tuple[Host, list[str]]]:
+    """A host whose ``say`` lines are kept."""
+
+    def make(post: Post, context: host.Context, **options: Any) -> tuple[Host, list[str]]:
+        lines: list[str] = []
+        return hosts(post, context, say=lines.append, **options), lines
+
+    return make
+
+
+def read_only_folders(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """As if every folder were read-only for this process (tests run as root, which
+    mode bits do not stop): the kernel's access check says no while the switch is on."""
+    read_only = [True]
+    real = os.access
+
+    def access(path: str, mode: int, **options: Any) -> bool:
+        return not read_only[0] and real(path, mode, **options)
+
+    monkeypatch.setattr(os, "access", access)
+    return read_only
+
+
+def test_a_mailbox_that_cannot_be_written_keeps_its_letters_untouched_and_says_so_once(
+    root: Path,
+    post: Post,
+    told: Callable[..., tuple[Host, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before entering, the host makes sure it can remove the letter afterwards: else
+    nothing is entered, set aside or dropped, and the mail waits (INV-05, INV-06, INV-23)."""
+    context = Recording(ledger=False)
+    receiver, lines = told(post, context)
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
+    inbox.mkdir(parents=True)
+    bad_name = f"{NOW - 5:013d}-0badc0de.json"
+    (inbox / bad_name).write_bytes(b'{"v": 1, "id": "torn')
+    message = deposit(root, "enter me once", NOW)
+    before = tree_snapshot(inbox)
+    read_only = read_only_folders(monkeypatch)
+
+    receiver.start()
+    for _ in range(3):
+        receiver.drain()
+
+    assert context.ids == []
+    assert tree_snapshot(inbox) == before, "every letter untouched"
+    problem = f"inbox/{ADDRESS} is read-only for uid {os.geteuid()}: chmod u+w {inbox}"
+    assert lines == [f"cannot take mail: {problem}; its letters stay queued until then"]
+    assert [(d.letter, d.sender, d.reason) for d in drops(root)] == [
+        (bad_name, "?", f"kept: {problem}; the letter stays queued")
+    ]
+
+    read_only[0] = False
+    assert receiver.drain() == 1
+    assert context.ids == [message.id]
+    assert queued(root) == []
+    assert mailbox.quarantined(root)[0].name == bad_name
+
+    read_only[0] = True  # a trouble that cleared and came back is said again
+    later = deposit(root, "later", NOW + 1)
+    receiver.drain()
+    assert len(lines) == 2 and lines[1] == lines[0]
+    assert queued(root) == [later.file_name]
+
+
+def test_a_mailbox_on_a_read_only_file_system_says_to_remount_it(
+    root: Path,
+    post: Post,
+    told: Callable[..., tuple[Host, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    receiver, lines = told(post, Recording())
+    deposit(root, "waits", NOW)
+    read_only_folders(monkeypatch)
+    real_fstatvfs = os.fstatvfs
+
+    def read_only_file_system(fd: int) -> Any:
+        found = real_fstatvfs(fd)
+        return type("Info", (), {"f_flag": found.f_flag | os.ST_RDONLY})()
+
+    monkeypatch.setattr(os, "fstatvfs", read_only_file_system)
+    receiver.start()
+
+    inbox = mailbox.inbox_of(root, ADDRESS)
+    assert lines == [
+        f"cannot take mail: inbox/{ADDRESS} is on a read-only file system: remount it "
+        f"read-write ({inbox}); its letters stay queued until then"
+    ]
+
+
+def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    told: Callable[..., tuple[Host, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pi-post list would not show the session live: the person is told (INV-23)."""
+    root.mkdir()
+    (root / "registry").write_text("not a folder")
+    receiver, lines = told(post, Recording())
+
+    receiver.start()
+    receiver.beat()
+    record = registry.record_path(root, ADDRESS)
+    said = (
+        f"cannot write the record {record}: not a folder (a symlink is never followed); "
+        f"pi-post list will not show {ADDRESS} live while this lasts (its mail still flows; "
+        "it tries again every 30 s)"
+    )
+    assert lines == [said]
+
+    (root / "registry").unlink()
+    receiver.beat()  # registers now
+    clock.now += 30 * SECOND_MS
+    receiver.beat()
+    assert lines == [said]
+
+    def disk_full(root: Path, record: registry.Record) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(registry, "write", disk_full)
+    receiver.beat()
+    receiver.beat()
+    assert lines[1:] == [
+        f"cannot write the record {record}: No space left on device; pi-post list will not "
+        f"show {ADDRESS} live while this lasts (its mail still flows; it tries again every 30 s)"
+    ]
 
 
 def test_the_poll_finds_mail_without_any_watch_event(
@@ -836,7 +1107,9 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
 
     assert context.enter(delivery)
 
-    assert (tmp_path / "stdin.txt").read_text() == delivery.text
+    # The framed text, ended by a newline as a line on a pipe is (the frame has none).
+    assert (tmp_path / "stdin.txt").read_text() == delivery.text + "\n"
+    assert not delivery.text.endswith("\n")
     env = dict(
         line.split("=", 1)
         for line in (tmp_path / "env.txt").read_text().splitlines()
@@ -846,20 +1119,147 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
     assert env["PI_POST_MESSAGE_FROM"] == "planner"
     assert env["PI_POST_MESSAGE_REPLY_TO"] == address_of("planner-session")
     assert env["PI_POST_WAKE"] == "0"
+    assert env["OUT"] == str(tmp_path)
     assert context.holds(delivery.message.id) is None
 
 
-def test_an_exec_context_that_exits_non_zero_leaves_the_letter_queued(
+def test_a_command_that_reads_lines_gets_the_last_line_of_the_text(tmp_path: Path) -> None:
+    command = 'while read -r line; do printf "%s\\n" "$line"; done > "$OUT/lines.txt"'
+    delivery = _delivery("the last line")
+    assert ExecContext(command, {"OUT": str(tmp_path)}).enter(delivery)
+    assert (tmp_path / "lines.txt").read_text().splitlines()[-1] == delivery.text.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("command", "timeout_s", "reason"),
+    [
+        ("exit 3", 600.0, "exit status 3"),
+        ("kill -9 $$", 600.0, "killed by signal 9"),
+        ("sleep 30", 0.3, "timed out after 0.3 s"),
+    ],
+)
+def test_a_failing_command_says_why(command: str, timeout_s: float, reason: str) -> None:
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext(command, {}, timeout_s).enter(_delivery())
+    assert str(failed.value) == reason
+
+
+def test_a_command_that_cannot_start_says_why() -> None:
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext("exit 0", {"BROKEN": "a\0b"}).enter(_delivery())
+    assert str(failed.value) == "could not start: embedded null byte"
+
+
+def _child_pid(path: Path) -> int:
+    """The pid a command wrote to ``path``, once it has."""
+    assert eventually(lambda: path.exists() and path.read_text().endswith("\n"))
+    return int(path.read_text())
+
+
+# The shell waits for a child in the background, as a command that runs a program does.
+SLEEPING_CHILD = 'sleep 30 & echo $! > "$OUT/child"; wait'
+DEAF_CHILD = 'trap "" TERM; sleep 30 & echo $! > "$OUT/child"; wait'
+"""Both the shell and its child ignore SIGTERM: only SIGKILL ends them."""
+
+
+def test_a_command_past_its_timeout_is_ended_with_everything_it_started(tmp_path: Path) -> None:
+    context = ExecContext(SLEEPING_CHILD, {"OUT": str(tmp_path)}, timeout_s=0.5)
+    with pytest.raises(host.EntryFailed, match="timed out"):
+        context.enter(_delivery())
+    assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
+
+
+def _enter_in_background(context: ExecContext) -> tuple[threading.Thread, list[Exception]]:
+    raised: list[Exception] = []
+
+    def enter() -> None:
+        try:
+            context.enter(_delivery())
+        except Exception as error:  # handed to the test, which checks what it was
+            raised.append(error)
+
+    thread = threading.Thread(target=enter, daemon=True)
+    thread.start()
+    return thread, raised
+
+
+@pytest.mark.parametrize("command", [SLEEPING_CHILD, DEAF_CHILD])
+def test_an_interrupted_command_is_ended_with_everything_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.2)
+    context = ExecContext(command, {"OUT": str(tmp_path)})
+    thread, raised = _enter_in_background(context)
+    child = _child_pid(tmp_path / "child")
+
+    context.interrupt()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the command was not ended"
+    assert [str(error) for error in raised] == ["ended by the shutdown"]
+    assert all(isinstance(error, host.EntryFailed) for error in raised)
+    assert eventually(lambda: process_gone(child))
+    (tmp_path / "child").unlink()
+    with pytest.raises(host.EntryFailed, match="stopping"):
+        context.enter(_delivery())  # a stopped context starts no other command
+    assert not (tmp_path / "child").exists()
+
+
+def test_a_stop_while_a_command_runs_leaves_its_letter_queued_and_uncounted(
+    root: Path, tmp_path: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    said: list[str] = []
+    out = tmp_path / "out"
+    out.mkdir()
+    receiver = hosts(post, ExecContext(SLEEPING_CHILD, {"OUT": str(out)}), say=said.append)
+    message = deposit(root, "hold on", NOW)
+    thread = threading.Thread(target=receiver.start, daemon=True)
+    thread.start()
+    child = _child_pid(out / "child")
+
+    receiver.request_stop()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the host did not stop its command"
+    assert queued(root) == [message.file_name]
+    assert (receiver.stats.entered, receiver.stats.failed_entries) == (0, 0)
+    assert said == []
+    assert eventually(lambda: process_gone(child))
+
+
+def test_a_failing_command_is_retried_with_backoff_and_said_why(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = SteppedTime()
+    monkeypatch.setattr(host, "time", steps)
+    said: list[str] = []
+    receiver = hosts(post, ExecContext("exit 3", {}), say=said.append)
+    message = deposit(root, "try me", NOW)
+
+    receiver.start()
+    steps.now += host.RETRY_FIRST_S
+    receiver.drain()
+
+    assert queued(root) == [message.file_name]
+    assert receiver.stats.failed_entries == 2
+    assert said == [
+        f"message {message.id} stays queued: exit status 3; next try in 1 s",
+        f"message {message.id} stays queued: exit status 3; next try in 2 s",
+    ]
+
+
+def test_a_command_past_its_timeout_counts_as_a_failure_and_is_retried(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
-    assert not ExecContext("exit 1", {}).enter(_delivery())
-    assert ExecContext("exit 0", {}).enter(_delivery())
+    said: list[str] = []
+    receiver = hosts(post, ExecContext("sleep 30", {}, timeout_s=0.3), say=said.append)
+    message = deposit(root, "too slow", NOW)
 
-    receiver = hosts(post, ExecContext("exit 1", {}))
-    message = deposit(root, "try me", NOW)
     receiver.start()
+
     assert queued(root) == [message.file_name]
     assert receiver.stats.failed_entries == 1
+    assert said == [f"message {message.id} stays queued: timed out after 0.3 s; next try in 1 s"]
 
 
 def test_a_stream_context_writes_one_json_line_per_message() -> None:

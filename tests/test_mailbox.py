@@ -92,6 +92,22 @@ def test_a_deposit_that_fails_to_rename_leaves_nothing_visible(
     assert len(os.listdir(inbox(root))) == 1
 
 
+def test_a_deposit_the_file_system_refuses_names_the_mailbox_not_the_temporary(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def write_refused(folder: files.Folder, name: str, data: bytes, **kw: bool) -> None:
+        raise PermissionError(13, "Permission denied", folder.name(name))
+
+    monkeypatch.setattr(files.Folder, "write_new", write_refused)
+    with pytest.raises(mailbox.DepositFailed) as failed:
+        mailbox.deposit(root, ADDRESS, make_message(NOW))
+    assert failed.value.filename == str(inbox(root))
+    assert str(failed.value) == (
+        f"cannot write to mailbox {ADDRESS} ({inbox(root)}): Permission denied"
+    )
+    assert os.listdir(inbox(root)) == []
+
+
 def test_deposit_refuses_an_address_that_is_not_one(root: Path) -> None:
     with pytest.raises(ValueError):
         mailbox.deposit(root, "../../x", make_message())

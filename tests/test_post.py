@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import files, mailbox
+from pipost import files, mailbox, message
 from pipost.message import Message, Sender
 from pipost.post import Post, Receipt, Refused, os_caller
 from pipost.registry import Record
@@ -175,6 +175,53 @@ def test_a_mailbox_filled_by_a_racing_sender_is_reported_with_what_was_queued(
     assert offline.address in str(refused.value)
     assert f"already queued {live.address} {queued.removesuffix('.json')}" in str(refused.value)
     assert mailbox.count(root, offline.address) == mailbox.CAP
+
+
+def test_a_mailbox_that_cannot_be_written_is_named_with_what_was_queued(
+    root: Path, offline: Record, live: Record, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second target's folder refuses the write (injected: root ignores modes)."""
+    real_write = files.Folder.write_new
+
+    def refused_in_offline(folder: files.Folder, name: str, data: bytes, **kw: bool) -> None:
+        if offline.address in folder.path:
+            raise PermissionError(13, "Permission denied", folder.name(name))
+        real_write(folder, name, data, **kw)
+
+    monkeypatch.setattr(files.Folder, "write_new", refused_in_offline)
+    with pytest.raises(Refused) as refused:
+        post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
+    [queued] = mailbox.letter_names(root, live.address)
+    assert str(refused.value) == (
+        f"cannot write to mailbox {offline.address} ({root}/inbox/{offline.address}): "
+        f"Permission denied; already queued {live.address} {queued.removesuffix('.json')}"
+    )
+    assert mailbox.letter_names(root, offline.address) == []
+
+
+@pytest.mark.parametrize("body", ["", " \n", "x" * 32769])
+def test_the_body_is_checked_before_any_target_is_resolved(root: Path, body: str) -> None:
+    with pytest.raises(Refused) as refused:
+        post_at(root).send(["nobody"], body, SENDER, caller())
+    assert "body" in str(refused.value)
+    assert "nobody" not in str(refused.value)
+
+
+def test_a_send_checks_the_body_once_however_many_targets(
+    root: Path, offline: Record, live: Record, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[str] = []
+    real_check = message.check_body
+
+    def counted(body: str) -> None:
+        checked.append(body)
+        real_check(body)
+
+    monkeypatch.setattr(message, "check_body", counted)
+    receipts = post_at(root).send([offline.address, live.address], "hello", SENDER, caller())
+    assert len(receipts) == 2
+    assert len({receipt.message_id for receipt in receipts}) == 2
+    assert checked == ["hello"]
 
 
 # -- what a send writes ------------------------------------------------------------------

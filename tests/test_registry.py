@@ -3,6 +3,7 @@ honest (INV-15), garbage is skipped, and messages outrank tidiness (INV-17)."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -249,11 +250,22 @@ def test_mail_of_a_session_offline_for_a_year_is_kept_with_its_record(root: Path
     assert tree_snapshot(root) == before
 
 
+def lay_temporary(path: Path, age_ms: int) -> Path:
+    """A file last modified ``age_ms`` before NOW (the sweep's clock), folders made."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_bytes(b'{"v":1,"id":')
+    age(path, age_ms)
+    return path
+
+
+def age(path: Path, age_ms: int) -> None:
+    moment_ns = (NOW - age_ms) * 1_000_000
+    os.utime(path, ns=(moment_ns, moment_ns), follow_symlinks=False)
+
+
 def test_a_deposit_in_flight_keeps_the_record(root: Path) -> None:
     record = write_record(root, make_record("sess-in-flight", "/x", last_seen=NOW - YEAR_MS))
-    folder = root / "inbox" / record.address
-    folder.mkdir(parents=True)
-    (folder / "1796078534257-00000000.json.tmp").write_bytes(b"{")
+    lay_temporary(root / "inbox" / record.address / "1796078534257-00000000.json.tmp", 0)
     assert registry.sweep(root, NOW, FakeProcessTable()).records_removed == ()
     assert registry.read(root, record.address) == record
 
@@ -310,6 +322,111 @@ def test_sweep_removes_a_stale_record_and_then_its_empty_mailbox(root: Path) -> 
     assert report == registry.SweepReport((record.address,), (record.address,))
     assert os.listdir(root / "registry") == []
     assert os.listdir(root / "inbox") == []
+
+
+STALE_MS = registry.TEMPORARY_STALE_MS + 1
+
+
+def test_a_stale_temporary_is_removed_and_then_its_orphan_mailbox(root: Path) -> None:
+    orphan = address_of("sess-orphan")
+    lay_temporary(root / "inbox" / orphan / "1796078534257-00000000.json.tmp", STALE_MS)
+    report = registry.sweep(root, NOW, FakeProcessTable())
+    assert report == registry.SweepReport(
+        (), (orphan,), (f"inbox/{orphan}/1796078534257-00000000.json.tmp",)
+    )
+    assert os.listdir(root / "inbox") == []
+
+
+def test_a_stale_temporary_no_longer_keeps_a_stale_record(root: Path) -> None:
+    record = write_record(root, make_record("sess-gone", "/x", last_seen=NOW - YEAR_MS))
+    lay_temporary(root / "inbox" / record.address / "1796078534257-00000000.json.tmp", STALE_MS)
+    report = registry.sweep(root, NOW, FakeProcessTable())
+    assert report.records_removed == (record.address,)
+    assert report.mailboxes_removed == (record.address,)
+    assert report.temporaries_removed == (
+        f"inbox/{record.address}/1796078534257-00000000.json.tmp",
+    )
+
+
+@pytest.mark.parametrize("age_ms", [-DAY_MS, 0, registry.TEMPORARY_STALE_MS])
+def test_a_temporary_touched_within_36_hours_is_kept_with_its_mailbox(
+    root: Path, age_ms: int
+) -> None:
+    orphan = address_of("sess-orphan")
+    lay_temporary(root / "inbox" / orphan / "1796078534257-00000000.json.tmp", age_ms)
+    lay_temporary(root / "registry" / f".{orphan}.0a1b2c3d.tmp", age_ms)
+    before = tree_snapshot(root)
+    assert registry.sweep(root, NOW, FakeProcessTable()) == registry.SweepReport((), ())
+    assert tree_snapshot(root) == before
+
+
+def test_stale_temporaries_go_from_the_registry_and_every_mailbox_and_nothing_else(
+    root: Path,
+) -> None:
+    live = write_record(root, make_record("sess-live", "/x", pid=PID, pid_start=TOKEN))
+    away = write_record(root, make_record("sess-away", "/y", last_seen=NOW - YEAR_MS))
+    queue_letter(root, away.address)
+    stale = [
+        lay_temporary(root / "registry" / f".{live.address}.0a1b2c3d.tmp", YEAR_MS),
+        lay_temporary(root / "inbox" / live.address / "1796078534257-00000001.json.tmp", STALE_MS),
+        lay_temporary(root / "inbox" / away.address / "1796078534257-00000002.json.tmp", YEAR_MS),
+    ]
+    kept = [
+        lay_temporary(root / "inbox" / away.address / "1796078534257-00000003.json.tmp", 0),
+        lay_temporary(root / "inbox" / away.address / "notes.txt", YEAR_MS),
+        lay_temporary(root / "quarantine" / away.address / "x.json.tmp", YEAR_MS),
+        lay_temporary(root / "log" / "drops.jsonl.tmp", YEAR_MS),
+    ]
+    (root / "inbox" / away.address / "folder.tmp").mkdir()
+    (root / "inbox" / away.address / "link.tmp").symlink_to(stale[2])
+    fresh = kept[0]
+    for path in [*(root / "inbox" / away.address).iterdir(), *(root / "registry").iterdir()]:
+        if path != fresh:
+            age(path, 10 * YEAR_MS)  # the letter, the records, the link and the folder too
+    before = tree_snapshot(root)
+
+    report = registry.sweep(root, NOW, FakeProcessTable({PID: TOKEN}))
+
+    assert sorted(report.temporaries_removed) == sorted(
+        str(path.relative_to(root)) for path in stale
+    )
+    assert report.records_removed == report.mailboxes_removed == ()
+    after = tree_snapshot(root)
+    gone = {str(path.relative_to(root)) for path in stale}
+    assert set(before) - set(after) == gone
+    changed_folders = {str(path.parent.relative_to(root)) for path in stale}
+    assert {k for k in after if after[k] != before[k]} <= changed_folders
+    assert all(path.is_file() for path in kept)
+    assert mailbox.count(root, away.address) == 1
+    assert registry.records(root) == sorted([live, away], key=lambda r: r.address)
+
+
+def test_a_mailbox_temporary_is_removed_under_the_mailbox_lock(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As every other decision of the sweep (INV-17): a deposit holding the lock is
+    never cut short, and a temporary is only ever seen stale without one."""
+    orphan = address_of("sess-orphan")
+    lay_temporary(root / "inbox" / orphan / "1796078534257-00000000.json.tmp", STALE_MS)
+    real_unlink = files.Folder.unlink
+    held_while_unlinking: list[bool] = []
+
+    def unlink_noting_the_lock(folder: files.Folder, name: str) -> None:
+        if name.endswith(".tmp"):
+            other = os.open(folder.path, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held_while_unlinking.append(True)
+            else:
+                held_while_unlinking.append(False)
+            finally:
+                os.close(other)
+        real_unlink(folder, name)
+
+    monkeypatch.setattr(files.Folder, "unlink", unlink_noting_the_lock)
+    assert registry.sweep(root, NOW, FakeProcessTable()).mailboxes_removed == (orphan,)
+    assert held_while_unlinking == [True]
 
 
 def test_a_deposit_whose_folder_is_swept_under_it_starts_again(

@@ -332,6 +332,48 @@ FAULTS: tuple[Fault, ...] = (
         ),
         (f"{MAILBOX_TESTS}::test_deposit_refuses_an_address_that_is_not_one",),
     ),
+    Fault(
+        "entry before making sure the letter can be removed",
+        _one(
+            "host.py", "        obstacle = claim.why_undisposable()\n", "        obstacle = None\n"
+        ),
+        (
+            f"{HOST_TESTS}::test_a_mailbox_that_cannot_be_written_keeps_its_letters_untouched"
+            "_and_says_so_once",
+        ),
+    ),
+    Fault(
+        "a claim whose unlink failed is let go",
+        _one(
+            "host.py",
+            "            self._unreceipted[claim.name] = claim\n",
+            "            claim.release()\n",
+        ),
+        (
+            f"{HOST_TESTS}::test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken"
+            "_by_another",
+        ),
+    ),
+    Fault(
+        "a second listener starts silently",
+        _one(
+            "listeners.py",
+            "                if others and not beside_others:\n",
+            "                if False:\n",
+        ),
+        (
+            "tests/test_listeners.py",
+            f"{HOST_TESTS}::test_a_second_listener_is_refused_while_the_first_runs_and_changes_nothing",
+        ),
+    ),
+    Fault(
+        "shutdown marks the record offline while another listener runs",
+        _one("host.py", "            for pid in self._peers():\n", "            for pid in []:\n"),
+        (
+            f"{HOST_TESTS}::test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a"
+            "_listener_that_runs",
+        ),
+    ),
 )
 
 

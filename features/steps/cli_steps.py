@@ -71,6 +71,8 @@ class Shell:
     ran: Ran | None = None
     changes: list[str] = field(default_factory=list)
     letter_id: str | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+    """What the scenario set in the environment, over PI_POST_DIR and HOME."""
 
     @property
     def root(self) -> Path:
@@ -89,6 +91,7 @@ class Shell:
         assert self.cwd is not None, "the scenario says nowhere where I work"
         env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
         env.update(PI_POST_DIR=str(self.root), HOME=str(self.scratch / "home"))
+        env.update(self.environment)
         before = fingerprint(self.root)
         if self.command is None:
             self.ran = _run_in_process(args, env, self.cwd, stdin)
@@ -130,7 +133,11 @@ def _run_in_process(args: list[str], env: dict[str, str], cwd: Path, stdin: str 
 
     out, err = io.StringIO(), io.StringIO()
     context = cli.Context(
-        environ=env, cwd=str(cwd), stdin=io.StringIO(stdin or ""), stdout=out, stderr=err
+        environ=env,
+        cwd=str(cwd),
+        stdin=io.TextIOWrapper(io.BytesIO((stdin or "").encode("utf-8"))),
+        stdout=out,
+        stderr=err,
     )
     code = cli.run(args, context)
     return Ran(code, out.getvalue(), err.getvalue())
@@ -202,6 +209,17 @@ def reference_letter(context: Context, label: str, name: str) -> None:
     write_private(me.root / "inbox" / address / name, data)
 
 
+@given(f"PI_POST_DIR is {QUOTED}")
+def post_office_dir(context: Context, value: str) -> None:
+    shell(context).environment["PI_POST_DIR"] = value
+
+
+@given(f"HOME is {QUOTED}")
+def home_is(context: Context, home: str) -> None:
+    me = shell(context)
+    me.environment["HOME"] = me.expand(home)
+
+
 # -- running it ----------------------------------------------------------------------------
 
 
@@ -222,6 +240,12 @@ def ran_pi_post(context: Context, command: str) -> None:
 @when(f"at the shell I send a body of (\\d+) {QUOTED} characters to {QUOTED}")
 def send_long_body(context: Context, count: str, character: str, target: str) -> None:
     shell(context).run(["send", "--to", target, "--body", character * int(count)])
+
+
+@when(f"at the shell I pipe (\\d+) {QUOTED} characters into pi-post (.+)")
+def pipe_into_pi_post(context: Context, count: str, character: str, command: str) -> None:
+    me = shell(context)
+    me.run(shlex.split(me.expand(command)), stdin=character * int(count))
 
 
 # -- what it printed -------------------------------------------------------------------------
@@ -265,6 +289,13 @@ def fails_saying(context: Context, parts: str) -> None:
     assert ran.stderr.startswith("pi-post: "), ran.stderr
     for part in quoted_items(parts):
         assert me.expand(part) in ran.stderr, f"{part!r} not in {ran.stderr!r}"
+
+
+@then(f"it fails, saying {QUOTED_LIST}, not {QUOTED}")
+def fails_saying_not(context: Context, parts: str, unsaid: str) -> None:
+    fails_saying(context, parts)
+    stderr = shell(context).last().stderr
+    assert unsaid not in stderr, f"{unsaid!r} in {stderr!r}"
 
 
 @then("the command wrote nothing")

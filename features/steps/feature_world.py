@@ -168,6 +168,16 @@ class World:
         assert "failed" not in result, f"{op} failed: {result['failed']}"
         return result
 
+    def now(self) -> int:
+        """The driver's clock (ms), which decides every age."""
+        return int_of(self.call("advance_clock", ms=0)["now"])
+
+    def last_modified(self, path: Path, ago_ms: int) -> None:
+        """Set a file's mtime to ``ago_ms`` before the driver's clock: the age the
+        implementation reads from the disk is the scenario's, not the machine's."""
+        moment_ns = (self.now() - ago_ms) * 1_000_000
+        os.utime(path, ns=(moment_ns, moment_ns), follow_symlinks=False)
+
     def act(self, op: str, **args: Json) -> Result:
         """The action a scenario is about: fingerprint the tree first, keep the result."""
         self.before = fingerprint(self.root)

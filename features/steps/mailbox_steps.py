@@ -91,7 +91,10 @@ def letter_under_name(context: Context, label: str, name: str) -> None:
 
 @given(f"the mailbox of {QUOTED} holds a deposit in flight {QUOTED}")
 def deposit_in_flight(context: Context, label: str, name: str) -> None:
-    write_private(world(context).inbox(label) / name, _in_flight(name))
+    the = world(context)
+    path = the.inbox(label) / name
+    write_private(path, _in_flight(name))
+    the.last_modified(path, 0)  # in flight now, by the scenario's clock
 
 
 @given(f"the mailbox of {QUOTED} holds letters written newest first:")

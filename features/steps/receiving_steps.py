@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from pipost.message import Message, Sender, new_message
 from pipost.policy import Inbound, Resume, inbound_mode, resume_mode
 from pipost.post import Post, os_caller, wall_clock_ms
 from pipost.registry import OsProcessTable, Presence
+from tests.helpers import give_to_unprivileged, unprivileged
 
 WAIT_S = 10.0
 """Longest a step waits for something another thread or process does."""
@@ -90,53 +92,92 @@ class Crash(BaseException):
 
 
 class Listener:
-    """A ``pi-post listen --transcript`` process of the scenario."""
+    """A ``pi-post listen`` process of the scenario: keeping a transcript, running
+    ``exec_command`` per message, or (with ``stream``) printing on standard output,
+    which goes to a file. ``unprivileged`` runs it as a user mode bits bind
+    (tests/helpers.py); ``session`` names the listener whose session this one
+    listens for too."""
 
-    def __init__(self, reception: Reception, name: str, inbound: str | None = None) -> None:
+    def __init__(
+        self,
+        reception: Reception,
+        name: str,
+        inbound: str | None = None,
+        *,
+        exec_command: str | None = None,
+        session: Listener | None = None,
+        also: bool = False,
+        stream: bool = False,
+        unprivileged: bool = False,
+    ) -> None:
         self.reception = reception
         self.name = name
-        self.session_id = f"listener-{name}"
+        self.session_id: str = session.session_id if session else f"listener-{name}"
         self.address = address_of(self.session_id)
         self.transcript = reception.scratch / f"{name}.jsonl"
+        self.stdout_path = reception.scratch / f"{name}.stdout"
+        self.stderr_path = reception.scratch / f"{name}.stderr"
         self.inbound = inbound
+        self.exec_command = exec_command
+        self.also = also
+        self.stream = stream
+        self.unprivileged = unprivileged
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, context: Context) -> None:
+    def start(self, context: Context, *, wait: bool = True) -> None:
+        """Start the process; with ``wait``, until its record names it."""
         env = self.reception.cli_env()
         if self.inbound is not None:
             env["PI_POST_INBOUND"] = self.inbound
         folder = self.reception.scratch / self.name
         folder.mkdir(exist_ok=True)
-        with open(self.reception.scratch / f"{self.name}.stderr", "ab") as stderr:
+        cli = unprivileged(self.reception.cli) if self.unprivileged else self.reception.cli
+        options = ["--also"] if self.also else []
+        if self.exec_command is not None:
+            options += ["--exec", self.exec_command]
+        elif not self.stream:
+            options += ["--transcript", str(self.transcript)]
+        with open(self.stdout_path, "ab") as stdout, open(self.stderr_path, "ab") as stderr:
             process = subprocess.Popen(
                 [
-                    *self.reception.cli,
+                    *cli,
                     *("listen", "--session-id", self.session_id, "--name", self.name),
-                    *("--cwd", str(folder), "--transcript", str(self.transcript)),
+                    *("--cwd", str(folder), *options),
                 ],
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=stdout if self.stream else subprocess.DEVNULL,
                 stderr=stderr,
             )
         context.add_cleanup(_kill, process)
         self.process = process
-        until(lambda: self.registered_pid() == process.pid, f"{self.name} registers")
+        if wait:
+            until(lambda: self.registered_pid() == process.pid, f"{self.name} registers")
 
     def registered_pid(self) -> int | None:
-        record = registry.read(self.reception.root, self.address)
-        return None if record is None else record.pid
+        """The pid the record names, read as any reader would read the file."""
+        path = Path(registry.record_path(self.reception.root, self.address))
+        try:
+            record = registry.parse(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        return record.pid if isinstance(record, registry.Record) else None
 
     def running(self) -> subprocess.Popen[bytes]:
         assert self.process is not None, "the listener was not started"
         return self.process
 
     def entries(self) -> list[dict[str, object]]:
-        """The transcript's whole lines; a torn last line is not an entry."""
-        if not self.transcript.exists():
+        """The transcript's (or the standard output's) whole lines; a torn last line
+        is not an entry."""
+        path = self.stdout_path if self.stream else self.transcript
+        if not path.exists():
             return []
-        lines = self.transcript.read_bytes().split(b"\n")[:-1]
+        lines = path.read_bytes().split(b"\n")[:-1]
         return [json.loads(line) for line in lines]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -165,9 +206,13 @@ class Reception:
         self.letter_on_disk_at_drop: list[bool] = []
         self.asked: list[str] = []
         self.listener: Listener | None = None
+        self.second: Listener | None = None
+        """Another listener for the listener's session."""
         self.cli = [sys.executable, "-m", "pipost"]
         self.cli_output = ""
         self.cli_message_id: str | None = None
+        self.letter_bytes = b""
+        """A letter's bytes as it was deposited, to tell that it was left untouched."""
         self._watch_drop_log()
 
     # -- in-process hosts -------------------------------------------------------------
@@ -181,6 +226,7 @@ class Reception:
         resume: Resume = Resume.WAKE,
         kernel_events: bool = True,
         poll_s: float = POLL_S,
+        also: bool = False,
     ) -> Host:
         receiver = Host(
             self.post,
@@ -192,6 +238,7 @@ class Reception:
             resume=resume,
             kernel_events=kernel_events,
             poll_s=poll_s,
+            also=also,
         )
         self.hosts.append(receiver)
         self.context.add_cleanup(receiver.stop)
@@ -285,6 +332,10 @@ class Reception:
         assert self.listener is not None, "no listener in this scenario"
         return self.listener
 
+    def running_listeners(self) -> list[Listener]:
+        started = [self.only_listener()] + ([self.second] if self.second else [])
+        return [listener for listener in started if listener.running().poll() is None]
+
     # -- the drop log ----------------------------------------------------------------
 
     def _watch_drop_log(self) -> None:
@@ -328,20 +379,23 @@ def process(name: str = "script") -> Sender:
 
 
 @contextmanager
-def dying_at_the_unlink() -> Iterator[None]:
-    """While active, a receiver dies right after a message entered its context,
-    before the unlink; the kernel drops a dead process's locks, so we do too."""
-    real_dispose = mailbox.Claim.dispose
+def dying_at_the_unlink(receiver: Host) -> Iterator[None]:
+    """While active, ``receiver`` dies right after a message entered its context,
+    before the unlink; the kernel drops a dead process's locks — its claim and its
+    place among the listeners — so we do too."""
+    real_dispose = mailbox.Claim.dispose_or_hold
 
-    def die(claim: mailbox.Claim) -> None:
+    def die(claim: mailbox.Claim) -> bool:
         claim.release()
+        if receiver._listening is not None:
+            receiver._listening.close()
         raise Crash
 
-    setattr(mailbox.Claim, "dispose", die)  # noqa: B010  # a method swapped for a while
+    setattr(mailbox.Claim, "dispose_or_hold", die)  # noqa: B010  # a method swapped for a while
     try:
         yield
     finally:
-        setattr(mailbox.Claim, "dispose", real_dispose)  # noqa: B010
+        setattr(mailbox.Claim, "dispose_or_hold", real_dispose)  # noqa: B010
 
 
 # -- in-process hosts: Given --------------------------------------------------------
@@ -400,7 +454,7 @@ def resume_host(context: Context, mode: str) -> None:
 def two_hosts(context: Context) -> None:
     rx = reception(context)
     for _ in range(2):
-        rx.recording_host(Recording(ledger=False))
+        rx.recording_host(Recording(ledger=False), also=True)
 
 
 @given(
@@ -541,7 +595,7 @@ def letters_race(context: Context, count: int) -> None:
 @when("the host dies after entering the message but before unlinking it")
 def host_dies(context: Context) -> None:
     rx = reception(context)
-    with dying_at_the_unlink():
+    with dying_at_the_unlink(rx.host):
         try:
             rx.host.drain()
         except Crash:
@@ -780,6 +834,15 @@ def listener_with_inbound(context: Context, mode: str) -> None:
     rx.listener.start(context)
 
 
+@given("a listener process whose command runs for {seconds:d} s for each message")
+def listener_with_slow_command(context: Context, seconds: int) -> None:
+    rx = reception(context)
+    child_file = shlex.quote(str(rx.scratch / "command-child"))
+    command = f"sleep {seconds} & echo $! > {child_file}; wait"
+    rx.listener = Listener(rx, "alice", exec_command=command)
+    rx.listener.start(context)
+
+
 @when('I run pi-post send to the listener with the body "{body}"')
 def cli_send(context: Context, body: str) -> None:
     rx = reception(context)
@@ -844,6 +907,26 @@ def listener_offline(context: Context) -> None:
     assert record is not None, "the record was removed"
     assert record.pid is None
     assert registry.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.OFFLINE
+
+
+@when("the listener's command is running")
+def listener_command_running(context: Context) -> None:
+    child_file = reception(context).scratch / "command-child"
+    until(lambda: child_file.exists() and child_file.read_text().endswith("\n"), "it runs")
+
+
+@then("nothing the listener's command started is still running")
+def listener_command_ended(context: Context) -> None:
+    child = int((reception(context).scratch / "command-child").read_text())
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)  # a zombie waiting for its reaper still answers
+        except ProcessLookupError:
+            return True
+        return False
+
+    until(gone, "the command's child has ended")
 
 
 @then("the listener's message is still in its mailbox")
@@ -927,3 +1010,137 @@ def log_shows(context: Context, reason: str) -> None:
 @then('pi-post log does not show "{text}"')
 def log_lacks(context: Context, text: str) -> None:
     assert text not in reception(context).cli_output
+
+
+# -- listeners that cannot write their mailbox ---------------------------------------
+
+
+@given("a letter waits for a session whose mailbox folder is read-only for its listener")
+def read_only_mailbox(context: Context) -> None:
+    rx = reception(context)
+    rx.listener = Listener(rx, "read-only", stream=True, unprivileged=True)
+    message = new_message(process("script"), "enter me once", wall_clock_ms())
+    mailbox.deposit(rx.root, rx.listener.address, message)
+    rx.sent.append(message)
+    rx.scratch.chmod(0o711)  # that user must reach the post office inside
+    give_to_unprivileged(rx.root)
+    inbox = Path(mailbox.inbox_of(rx.root, rx.listener.address))
+    rx.letter_bytes = (inbox / message.file_name).read_bytes()
+    inbox.chmod(0o500)
+
+
+@when("its listener starts, printing on standard output, as a user mode bits bind")
+def read_only_listener_starts(context: Context) -> None:
+    reception(context).only_listener().start(context)
+
+
+@when("the listener has drained its mailbox more than once")
+def several_drains(context: Context) -> None:
+    time.sleep(POLL_S + 1)  # the start-up drain, then at least one poll
+
+
+@then("the letter is still in the listener's mailbox, unchanged")
+def letter_unchanged(context: Context) -> None:
+    rx = reception(context)
+    inbox = Path(mailbox.inbox_of(rx.root, rx.only_listener().address))
+    letter = rx.sent[-1].file_name
+    assert os.listdir(inbox) == [letter], os.listdir(inbox)
+    assert (inbox / letter).read_bytes() == rx.letter_bytes
+
+
+@then("the listener printed nothing")
+def printed_nothing(context: Context) -> None:
+    entries = reception(context).only_listener().entries()
+    assert entries == [], f"it printed {entries}"
+
+
+@then("the listener named its mailbox folder on standard error")
+def named_the_folder(context: Context) -> None:
+    rx = reception(context)
+    listener = rx.only_listener()
+    assert mailbox.inbox_of(rx.root, listener.address) in listener.stderr(), listener.stderr()
+
+
+@then('the drop log records the letter as "{reason}"')
+def drop_log_file_records(context: Context, reason: str) -> None:
+    rx = reception(context)
+    log = Path(droplog.log_path(rx.root))
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    found = [(entry["letter"], entry["reason"].split(":")[0]) for entry in logged]
+    assert found == [(rx.sent[-1].file_name, reason)], f"the drop log holds {found}"
+
+
+@when("the mailbox folder is made writable for the listener")
+def mailbox_writable(context: Context) -> None:
+    rx = reception(context)
+    Path(mailbox.inbox_of(rx.root, rx.only_listener().address)).chmod(0o700)
+
+
+@then("the listener's mailbox folder comes to be empty")
+def mailbox_folder_empties(context: Context) -> None:
+    rx = reception(context)
+    inbox = Path(mailbox.inbox_of(rx.root, rx.only_listener().address))
+    until(lambda: os.listdir(inbox) == [], "the letter is unlinked")
+
+
+@then("the listener printed the letter once")
+def printed_once(context: Context) -> None:
+    rx = reception(context)
+    ids = [entry["id"] for entry in rx.only_listener().entries()]
+    assert ids == [rx.sent[-1].id], f"it printed {ids}"
+
+
+# -- two listeners for one session ---------------------------------------------------
+
+
+@when("a second listener for the same session starts, keeping a transcript of its own")
+def second_listener(context: Context) -> None:
+    rx = reception(context)
+    rx.second = Listener(rx, "second", session=rx.only_listener())
+    rx.second.start(context, wait=False)
+    with suppress(subprocess.TimeoutExpired):  # still running: the next step says so
+        rx.second.running().wait(timeout=WAIT_S)
+
+
+@when("a second listener for the same session starts with --also")
+def second_listener_also(context: Context) -> None:
+    rx = reception(context)
+    rx.second = Listener(rx, "second", session=rx.only_listener(), also=True)
+    rx.second.start(context)
+
+
+@then("the second listener exited with status {status:d}, naming the first one's pid")
+def second_refused(context: Context, status: int) -> None:
+    rx = reception(context)
+    assert rx.second is not None
+    assert rx.second.running().returncode == status, f"it exited {rx.second.running().poll()}"
+    first = rx.only_listener().running().pid
+    assert re.search(rf"\b{first}\b", rx.second.stderr()), rx.second.stderr()
+
+
+@then("the listener's record names the one listener process that runs, live")
+def record_names_the_running_one(context: Context) -> None:
+    rx = reception(context)
+    (running,) = rx.running_listeners()
+    record = registry.read(rx.root, running.address)
+    assert record is not None and record.pid == running.running().pid, record
+    assert registry.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.LIVE
+
+
+@when("the listener the record names is stopped with SIGTERM")
+def stop_the_named_one(context: Context) -> None:
+    rx = reception(context)
+    (named,) = [
+        listener
+        for listener in rx.running_listeners()
+        if listener.running().pid == listener.registered_pid()
+    ]
+    named.running().send_signal(signal.SIGTERM)
+    assert named.running().wait(timeout=WAIT_S) == 0
+
+
+@when("the listener that still runs is stopped with SIGTERM")
+def stop_the_last_one(context: Context) -> None:
+    (last,) = reception(context).running_listeners()
+    last.running().send_signal(signal.SIGTERM)
+    assert last.running().wait(timeout=WAIT_S) == 0

@@ -11,6 +11,7 @@ from feature_world import (
     QUOTED_LIST,
     World,
     dict_of,
+    duration_ms,
     int_of,
     list_of,
     quoted_items,
@@ -25,16 +26,15 @@ from pipost.driver import Json
 
 use_regular_expressions()
 
-
-def _now(the: World) -> int:
-    return int_of(the.call("advance_clock", ms=0)["now"])
+RECORD_IN_FLIGHT = b'{"v":1,"address":"s-01'
+"""The first bytes of a record still being written under its temporary name."""
 
 
 def _record_for(the: World, label: str, cwd: str) -> dict[str, Json]:
     """The record pi-post 0.7 writes for a session: no process start time."""
     session_id = session_id_for(label)
     address = text_of(the.call("address_of", session_id=session_id)["address"])
-    now = _now(the)
+    now = the.now()
     return {
         "v": 1,
         "address": address,
@@ -166,8 +166,42 @@ def swept(context: Context) -> None:
 
 @then("the sweep removed nothing")
 def removed_nothing(context: Context) -> None:
-    result = world(context).result
+    result = dict(world(context).result)
+    # An implementation that predates the report of temporaries leaves it out.
+    assert result.pop("temporaries_removed", []) == [], result
     assert result == {"records_removed": [], "mailboxes_removed": []}, result
+
+
+@given(f"the registry holds a record write in flight {QUOTED}, last modified (.+) ago")
+def record_write_in_flight(context: Context, name: str, age: str) -> None:
+    the = world(context)
+    path = the.root / "registry" / name
+    write_private(path, RECORD_IN_FLIGHT)
+    the.last_modified(path, duration_ms(age))
+
+
+@then(f"the record write in flight {QUOTED} is still in the registry, untouched")
+def record_write_untouched(context: Context, name: str) -> None:
+    path = world(context).root / "registry" / name
+    assert path.is_file(), f"{name} is gone"
+    assert path.read_bytes() == RECORD_IN_FLIGHT, "the record write in flight was changed"
+
+
+@given(f"the files in the mailbox of {QUOTED} were last modified (.+) ago")
+def mailbox_files_aged(context: Context, label: str, age: str) -> None:
+    the = world(context)
+    for path in the.inbox(label).iterdir():
+        the.last_modified(path, duration_ms(age))
+
+
+@then(f"the sweep removed only the stale temporar(?:y|ies) {QUOTED_LIST}")
+def temporaries_removed(context: Context, paths: str) -> None:
+    the = world(context)
+    expected = quoted_items(paths)
+    reported = list_of(the.result.get("temporaries_removed"))
+    assert sorted(reported, key=str) == sorted(expected), the.result
+    for path in expected:
+        assert not (the.root / path).exists(), f"{path} is still there"
 
 
 @then(f"the record of {QUOTED} was (kept|removed)")

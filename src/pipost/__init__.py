@@ -1,4 +1,2 @@
 """pipost: the Python reference implementation of pi-post, asynchronous message
 passing between agent sessions on one machine."""
-
-__version__ = "0.1.0"

@@ -15,12 +15,13 @@ import sys
 
 from pipost import files, format, mailbox, registry
 from pipost.address import address_of, is_address
-from pipost.message import Rejected, Sender
+from pipost.message import BODY_CAP, Rejected, Sender, over_the_cap
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
 from pipost.registry import OsProcessTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import enum
     from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn, TextIO
 
@@ -88,12 +89,17 @@ usage: pi-post whoami
 Print the address of the session this shell runs in ($PI_SESSION_ID).
 """,
     "listen": """\
-usage: pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
+usage: pi-post listen --session-id <id> [--name <name>] [--cwd <dir>] [--also]
                       [--transcript <file> | --exec <command>]
+                      [--exec-timeout <seconds>]
 
 Make this process a receiving session: register its address, take its mail as
 it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
+A session has one listener: a second one is refused, naming the running one.
 
+  --also               run beside the listener the session already has: each
+                       message still enters one of them, once, and the record
+                       stays live until the last of them stops
   --transcript <file>  append one JSON line per message, flushed before the
                        message is taken off disk; the transcript is the ledger
                        that makes delivery exactly once across crashes
@@ -101,9 +107,16 @@ it arrives (and what waited), and mark it offline on SIGTERM or SIGINT.
                        on its stdin and PI_POST_MESSAGE_ID, PI_POST_MESSAGE_FROM,
                        PI_POST_MESSAGE_REPLY_TO in its environment; exit 0 means
                        taken, anything else leaves the message queued for a retry
+                       (said on stderr, with the reason). The command runs in a
+                       process group of its own; on SIGTERM or SIGINT that group
+                       gets SIGTERM, then SIGKILL 1 s later, and the message
+                       stays queued
+  --exec-timeout <seconds>
+                       end a command still running after this long (default
+                       600), counted as a failure and retried
   (neither)            one JSON line per message on standard output
 
-PI_POST_INBOUND=accept|refuse and PI_POST_RESUME=wake|stage apply.
+PI_POST_INBOUND=accept|ask|refuse and PI_POST_RESUME=wake|stage apply.
 """,
     "log": """\
 usage: pi-post log [--json]
@@ -119,7 +132,8 @@ usage: pi-post demo
 
 Run a short, narrated exchange between real pi-post processes in a throwaway
 folder: live and queued delivery, collecting mail on resume, a reply loop cut
-by the guard, and a sweep that keeps mail. Touches nothing of yours.
+by the guard, and a sweep that keeps mail. Touches nothing of yours. Ctrl-C,
+SIGTERM or SIGHUP end it early, its processes stopped and its folder removed.
 """,
     "quarantine": """\
 usage: pi-post quarantine [--json]
@@ -164,13 +178,17 @@ usage: pi-post sweep
 
 Remove registry records of sessions offline for over 7 days whose mailbox is
 empty, and empty mailbox folders that no record names. Mail is never removed.
+First it removes the temporary files (*.tmp in mailboxes and in registry/) that
+a writer which died left behind: those untouched for more than 36 hours.
 """,
 }
 
 OVERVIEW = (
     USAGE
-    + """       pi-post listen --session-id <id> [--transcript <file> | --exec <command>]
+    + """       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
+                      [--transcript <file> | --exec <command>]
        pi-post log | quarantine | doctor | sweep | demo | driver | contract | help [<command>]
+       pi-post --version
 
 pi-post passes text between agent sessions on one machine through files under
 $PI_POST_DIR (default ~/.pi/agent/post). Run 'pi-post help <command>' or
@@ -187,8 +205,14 @@ class HelpRequested(Exception):
     """--help or -h stood where an option can stand."""
 
 
+class StdoutClosed(Exception):
+    """Whoever read standard output went away (``pi-post list | head -1``): not an
+    error of the command, so not an OSError that run() would report."""
+
+
 class Context:
-    """What a command may touch, injectable so that tests run it in-process."""
+    """What a command may touch, injectable so that tests run it in-process. A
+    command reads standard input as bytes, from ``stdin.buffer``."""
 
     def __init__(
         self,
@@ -220,8 +244,11 @@ class Context:
         return post
 
     def say(self, line: str) -> None:
-        self.stdout.write(line + "\n")
-        self.stdout.flush()
+        try:
+            self.stdout.write(line + "\n")
+            self.stdout.flush()
+        except BrokenPipeError:
+            raise StdoutClosed from None
 
 
 def _options(
@@ -275,28 +302,52 @@ def _one(positional: list[str], command: str, what: str) -> str:
     return positional[0]
 
 
-def _session_address(session_id: str, source: str) -> str:
-    """The address of a session id from the command line or the environment, where
-    undecodable bytes arrive as lone surrogates that have no address."""
+def _text(value: str, source: str) -> str:
+    """``value``, from the command line or the environment, where undecodable bytes
+    arrive as lone surrogates: refused, saying where it came from."""
     try:
-        return address_of(session_id)
+        value.encode("utf-8")
     except UnicodeEncodeError:
         raise UsageError(f"{source} is not valid UTF-8 text") from None
+    return value
+
+
+def _session_address(session_id: str, source: str) -> str:
+    """The address of a session id from the command line or the environment."""
+    return address_of(_text(session_id, source))
 
 
 def _reply_to(option: list[str] | None, ctx: Context) -> str | None:
+    source = "--reply-to" if option else "PI_POST_REPLY_TO"
     value = option[-1] if option else ctx.environ.get("PI_POST_REPLY_TO")
     if value is None or value == "":
         session_id = ctx.environ.get("PI_SESSION_ID")
         return _session_address(session_id, "PI_SESSION_ID") if session_id else None
     if value == "none":
         return None
-    if not is_address(value):
+    if not is_address(_text(value, source)):
         raise UsageError(
-            "--reply-to must be an address (s- and 12 hex characters) or none, "
+            f"{source} must be an address (s- and 12 hex characters) or none, "
             f"not {format.visible(value)!r}"
         )
     return value
+
+
+def _body(options: dict[str, list[str]], ctx: Context) -> str:
+    """The body from --body, else from standard input: read as bytes and no further
+    than one byte past the cap, so that endless input (``yes | pi-post send``) is
+    refused at once and a large one never fills memory."""
+    if "--body" in options:
+        return _text(options["--body"][-1], "--body")
+    if ctx.stdin is None or ctx.stdin.isatty():
+        return ""
+    raw = ctx.stdin.buffer.read(BODY_CAP + 1)
+    if len(raw) > BODY_CAP:
+        raise Refused(str(over_the_cap(None)))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("standard input is not valid UTF-8 text") from None
 
 
 def cmd_send(args: Sequence[str], ctx: Context) -> int:
@@ -305,19 +356,17 @@ def cmd_send(args: Sequence[str], ctx: Context) -> int:
     )
     if positional:
         raise UsageError("send takes its targets as --to <target> (see pi-post send --help)")
-    handles = options.get("--to", [])
+    handles = [_text(handle, "--to") for handle in options.get("--to", [])]
     if not handles:
         raise Refused("send requires --to <target>")
-    cwd = ctx.working_dir()
-    label = (options.get("--from") or [ctx.environ.get("PI_POST_FROM") or ""])[-1]
+    cwd = _text(ctx.working_dir(), "the working directory")
+    if "--from" in options:
+        label = _text(options["--from"][-1], "--from")
+    else:
+        label = _text(ctx.environ.get("PI_POST_FROM") or "", "PI_POST_FROM")
     label = label or "process:" + (os.path.basename(cwd.rstrip("/")) or "root")
     reply_to = _reply_to(options.get("--reply-to"), ctx)
-    if "--body" in options:
-        body = options["--body"][-1]
-    elif ctx.stdin is None or ctx.stdin.isatty():
-        body = ""
-    else:
-        body = ctx.stdin.read()
+    body = _body(options, ctx)  # checked before the targets are resolved, as DESIGN §4 says
     sender = Sender(kind="process", name=label, cwd=cwd)
     ctx.post().send(
         handles,
@@ -416,11 +465,13 @@ def cmd_whoami(args: Sequence[str], ctx: Context) -> int:
 def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
     _options(args, "sweep", positional_allowed=False)
     report = ctx.post().sweep()
+    for path in report.temporaries_removed:
+        ctx.say(f"removed stale temporary {format.visible(path)}")
     for address in report.records_removed:
         ctx.say(f"removed record {address}")
     for address in report.mailboxes_removed:
         ctx.say(f"removed empty mailbox {address}")
-    if not report.records_removed and not report.mailboxes_removed:
+    if not (report.temporaries_removed or report.records_removed or report.mailboxes_removed):
         ctx.say("nothing to sweep")
     return 0
 
@@ -428,12 +479,15 @@ def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
 def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     import signal
 
-    from pipost import host, policy
+    from pipost import host, listeners, policy
 
     options, positional = _options(
         args,
         "listen",
-        valued=frozenset({"--session-id", "--name", "--cwd", "--transcript", "--exec"}),
+        flags=frozenset({"--also"}),
+        valued=frozenset(
+            {"--session-id", "--name", "--cwd", "--transcript", "--exec", "--exec-timeout"}
+        ),
     )
     if positional:
         raise UsageError("listen takes no positional arguments (see pi-post listen --help)")
@@ -442,7 +496,15 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         raise UsageError("listen requires --session-id <id>")
     if "--transcript" in options and "--exec" in options:
         raise UsageError("listen takes --transcript or --exec, not both")
-    cwd = os.path.realpath((options.get("--cwd") or [ctx.working_dir()])[-1])
+    if "--exec-timeout" in options and "--exec" not in options:
+        raise UsageError("--exec-timeout applies to --exec only")
+    cwd = ctx.working_dir()
+    if "--cwd" in options:
+        given = options["--cwd"][-1]
+        cwd = os.path.join(cwd, given)
+        if not given or not os.path.isdir(cwd):
+            raise UsageError(f"--cwd must be an existing directory, not {format.visible(given)!r}")
+    cwd = os.path.realpath(cwd)
     environ = dict(ctx.environ)
     address = _session_address(session_id, "--session-id")
     environ.update(PI_SESSION_ID=session_id, PI_SESSION_ADDRESS=address)
@@ -452,7 +514,12 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
 
         context = host.TranscriptContext(Path(options["--transcript"][-1]))
     elif "--exec" in options:
-        context = host.ExecContext(options["--exec"][-1], environ)
+        timeout = options.get("--exec-timeout")
+        context = host.ExecContext(
+            options["--exec"][-1],
+            environ,
+            _seconds(timeout[-1], "--exec-timeout") if timeout else host.EXEC_TIMEOUT_S,
+        )
     else:
         context = host.StreamContext(ctx.stdout)
     receiver = host.Host(
@@ -461,9 +528,10 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         cwd,
         context,
         name=options["--name"][-1] if "--name" in options else None,
-        inbound=policy.inbound_mode(ctx.environ.get("PI_POST_INBOUND")),
-        resume=policy.resume_mode(ctx.environ.get("PI_POST_RESUME")),
+        inbound=policy.inbound_mode(_mode_setting(ctx, "PI_POST_INBOUND", policy.Inbound)),
+        resume=policy.resume_mode(_mode_setting(ctx, "PI_POST_RESUME", policy.Resume)),
         say=lambda line: _warn(ctx, line),
+        also="--also" in options,
     )
     previous = {
         sig: signal.signal(sig, lambda *_: receiver.request_stop())
@@ -473,6 +541,12 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         receiver.start()
         _warn(ctx, f"listening as {receiver.address}")
         receiver.serve()
+    except listeners.AlreadyListening as running:
+        pids = ", ".join(str(pid) for pid in running.pids)
+        raise Refused(
+            f"{running.address} already has a listener: pid {pids} (stop it, "
+            "or pass --also to run this one beside it)"
+        ) from None
     finally:
         receiver.stop()
         for sig, handler in previous.items():
@@ -480,9 +554,38 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
+def _seconds(value: str, option: str) -> float:
+    """A positive, finite number of seconds (``30``, ``1.5``)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):  # also false for nan
+        raise UsageError(
+            f"{option} must be a positive number of seconds, not {format.visible(value)!r}"
+        )
+    return seconds
+
+
 def _warn(ctx: Context, line: str) -> None:
     ctx.stderr.write(f"pi-post: {line}\n")
     ctx.stderr.flush()
+
+
+def _mode_setting(ctx: Context, variable: str, modes: type[enum.Enum]) -> str | None:
+    """A mode variable as set; one that names no mode means the default, as
+    documented, and gets one warning."""
+    from pipost import policy
+
+    value = ctx.environ.get(variable)
+    if policy.is_unknown_mode(modes, value):
+        words = ", ".join(mode.value for mode in modes)
+        _warn(
+            ctx,
+            f"{variable}={format.visible(value or '')!r} is none of {words}; "
+            f"taken as {policy.mode_word(modes, value)}",
+        )
+    return value
 
 
 def cmd_log(args: Sequence[str], ctx: Context) -> int:
@@ -495,6 +598,8 @@ def cmd_log(args: Sequence[str], ctx: Context) -> int:
 
         ctx.say(documents.dump(documents.drops(drops)))
         return 0
+    if not drops:
+        ctx.say("the drop log is empty")
     for drop in drops:
         ctx.say(
             f"{format.iso_time(drop.at)} {drop.address} {format.visible(drop.letter)} "
@@ -588,8 +693,26 @@ def run(argv: Sequence[str], ctx: Context) -> int:
         return 0
     command, args = argv[0], list(argv[1:])
     if command in ("-h", "--help", "help"):
-        topic = args[0] if args else None
-        ctx.stdout.write(HELP.get(topic or "", OVERVIEW))
+        if not args or args[0] in ("-h", "--help", "help"):
+            ctx.stdout.write(OVERVIEW)
+            return 0
+        if args[0] not in HELP:
+            ctx.stderr.write(
+                f"pi-post: unknown command {format.visible(args[0])!r} "
+                "(pi-post help lists the commands)\n"
+            )
+            return 1
+        ctx.stdout.write(HELP[args[0]])
+        return 0
+    if command == "--version":
+        from importlib import metadata  # only here: loading it costs more than a send
+
+        try:
+            version = metadata.version("pipost")
+        except metadata.PackageNotFoundError:
+            ctx.stderr.write("pi-post: pipost is not installed, so it has no version\n")
+            return 1
+        ctx.say(f"pi-post {version}")
         return 0
     handler = COMMANDS.get(command)
     if handler is None:
@@ -609,12 +732,25 @@ def run(argv: Sequence[str], ctx: Context) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    ctx = Context()
     try:
-        return run(sys.argv[1:] if argv is None else argv, Context())
+        code = run(sys.argv[1:] if argv is None else argv, ctx)
+        ctx.stdout.flush()  # here, so that what run() left buffered meets a closed pipe too
+        return code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except (StdoutClosed, BrokenPipeError):
+        return _end_on_a_closed_pipe()
+
+
+def _end_on_a_closed_pipe() -> int:
+    """End as coreutils do when their reader goes away: without a word, killed by
+    SIGPIPE (a shell shows status 141), whatever output was still held."""
+    import signal  # here: only a closed pipe needs it
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + signal.SIGPIPE  # our parent blocked SIGPIPE: the status a shell would show
 
 
 def exit_now(code: int) -> NoReturn:

@@ -28,56 +28,107 @@ class DemoFailed(Exception):
     pass
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: the demo ends as on Ctrl-C, its processes stopped
+    and its folder removed. A BaseException, as KeyboardInterrupt is, so that
+    nothing on the way takes it for a failure to handle."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Stops:
+    """SIGTERM and SIGHUP, raised as Stopped. One that arrives while a process is
+    being started waits until the process is tracked, or it would run on untracked."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._starting = False
+        self._pending: int | None = None
+
+    def arrived(self, signum: int, frame: object) -> None:
+        # The first signal ends the demo; more of them must not cut its cleanup short.
+        for stopping in self.SIGNALS:
+            signal.signal(stopping, signal.SIG_IGN)
+        if self._starting:
+            self._pending = signum
+        else:
+            raise Stopped(signum)
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        self._starting = True
+        try:
+            yield
+        finally:
+            self._starting = False
+        if self._pending is not None:
+            raise Stopped(self._pending)
+
+
 class Demo:
-    def __init__(self, base: Path, say: Say) -> None:
+    def __init__(self, base: Path, say: Say, stops: Stops) -> None:
         self.base = base
         self.root = base / "post"
         self.say = say
+        self.stops = stops
         self.cli = [sys.executable, "-m", "pipost"]
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
         self.env.update(PI_POST_DIR=str(self.root), PI_POST_CLI=shlex.join(self.cli))
         self.listeners: dict[str, subprocess.Popen[bytes]] = {}
+        self.processes: list[subprocess.Popen[bytes]] = []
+        """Every process started, so that none outlives the demo."""
 
     def project(self, name: str) -> Path:
         folder = self.base / name
         folder.mkdir(exist_ok=True)
         return folder
 
+    def start(self, args: list[str], cwd: Path, output: int) -> subprocess.Popen[bytes]:
+        """A pi-post process, tracked from the moment it exists."""
+        with self.stops.starting():
+            process = subprocess.Popen(
+                [*self.cli, *args],
+                cwd=cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+            )
+            self.processes.append(process)
+        return process
+
     def pipost(self, *args: str) -> str:
         """Run pi-post as a script in the folder ``scripts`` would, and show it."""
         self.say("$ pi-post " + shlex.join(args))
-        done = subprocess.run(
-            [*self.cli, *args],
-            cwd=self.project("scripts"),
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=_WAIT_S,
-            check=False,
-        )
-        for line in (done.stdout + done.stderr).splitlines():
+        process = self.start(list(args), self.project("scripts"), subprocess.PIPE)
+        try:
+            stdout, stderr = process.communicate(timeout=_WAIT_S)
+        except subprocess.TimeoutExpired:
+            raise DemoFailed(f"pi-post {args[0]} did not end within {_WAIT_S:g} s") from None
+        shown = stdout.decode(errors="replace")
+        for line in (shown + stderr.decode(errors="replace")).splitlines():
             self.say("  " + line)
-        return done.stdout
+        return shown
 
     def listen(self, name: str, *extra: str) -> str:
         session_id = f"demo-{name}"
-        process = subprocess.Popen(
-            [*self.cli, "listen", "--session-id", session_id, "--name", name, *extra],
-            cwd=self.project(name + "-project"),
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        self.listeners[name] = self.start(
+            ["listen", "--session-id", session_id, "--name", name, *extra],
+            self.project(name + "-project"),
+            subprocess.DEVNULL,
         )
-        self.listeners[name] = process
         address = address_of(session_id)
         self.until(lambda: self.presence(address) is Presence.LIVE, f"{name} registers")
         return address
 
     def stop(self, name: str) -> None:
-        process = self.listeners.pop(name)
+        process = self.listeners[name]
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=_WAIT_S)
+        del self.listeners[name]
 
     def stop_all(self) -> None:
         for name in list(self.listeners):
@@ -110,23 +161,34 @@ class Demo:
 
 
 def run(say: Say) -> int:
-    with tempfile.TemporaryDirectory(prefix="pipost-demo-") as tmp, _demo(Path(tmp), say) as demo:
-        try:
-            _script(demo)
-        except DemoFailed as failure:
-            say(f"demo failed: {failure}")
-            return 1
+    stops = Stops()
+    previous = {signum: signal.signal(signum, stops.arrived) for signum in Stops.SIGNALS}
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="pipost-demo-") as tmp,
+            _demo(Path(tmp), say, stops) as demo,
+        ):
+            try:
+                _script(demo)
+            except DemoFailed as failure:
+                say(f"demo failed: {failure}")
+                return 1
+    except Stopped as stopped:
+        return 128 + stopped.signum  # as a shell reports a process ended by the signal
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
 
 
 @contextmanager
-def _demo(base: Path, say: Say) -> Iterator[Demo]:
-    demo = Demo(base, say)
+def _demo(base: Path, say: Say, stops: Stops) -> Iterator[Demo]:
+    demo = Demo(base, say, stops)
     try:
         yield demo
     finally:
-        for process in demo.listeners.values():
-            process.kill()
+        for process in demo.processes:
+            process.kill()  # nothing for one that has ended already
             process.wait()
 
 

@@ -308,8 +308,9 @@ class InProcessDriver:
     def op_deliver(self, session_id: str, fail: int = 0, inbound: str = "accept") -> Result:
         """The receiving session of ``session_id`` takes its mail once, as a session
         does: oldest first, through the inbound mode (``PI_POST_INBOUND``: accept,
-        ask with no one to ask, refuse; anything else accepts) and the loop guard,
-        into a context that refuses its first ``fail`` entries of this call.
+        ask with no one to ask, refuse, read in any case; anything else accepts)
+        and the loop guard, into a context that refuses its first ``fail`` entries
+        of this call.
 
         The session lives from its first ``deliver`` to the next ``open``: its loop
         guard and what its context holds carry over between calls. A letter whose
@@ -345,12 +346,15 @@ class InProcessDriver:
     # -- tidying ------------------------------------------------------------------------
 
     def op_sweep(self) -> Result:
-        """Sweep as SPEC 5 allows. Result: ``{"records_removed": [address, ...],
-        "mailboxes_removed": [address, ...]}``."""
+        """Sweep as SPEC 5 allows, stale temporaries first (their age is the clock
+        minus their mtime). Result: ``{"records_removed": [address, ...],
+        "mailboxes_removed": [address, ...], "temporaries_removed": [path, ...]}``,
+        each path below the root (``inbox/<address>/<name>``, ``registry/<name>``)."""
         report = self.post.sweep()
         return {
             "records_removed": list(report.records_removed),
             "mailboxes_removed": list(report.mailboxes_removed),
+            "temporaries_removed": list(report.temporaries_removed),
         }
 
     # -- the wire -----------------------------------------------------------------------

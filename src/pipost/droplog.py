@@ -1,5 +1,7 @@
 """The drop log: every message a receiving session did not let into its context
-(mode, duplicate, rate, malformed), with its reason and never its body.
+(mode, duplicate, rate, malformed), with its reason and never its body; and, with
+a reason that starts ``kept:``, a letter it left queued because it could not have
+removed it after entry (its mailbox folder cannot be written): kept, not dropped.
 
 Append-only JSON lines at ``log/drops.jsonl`` under the root, shared by every
 session on the machine, kept small by rotation: past LIMIT bytes the file moves

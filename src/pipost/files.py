@@ -254,6 +254,16 @@ class Folder:
         """Make a create, rename or unlink in this folder survive power loss."""
         os.fsync(self.fd)
 
+    def why_unwritable(self) -> str | None:
+        """Why this process cannot add or remove names in this folder, with the fix;
+        None when it can. The kernel is asked with the effective ids, as it will ask
+        when an unlink comes (root passes any mode bits)."""
+        if os.access(".", os.W_OK | os.X_OK, dir_fd=self.fd, effective_ids=True):
+            return None
+        if os.fstatvfs(self.fd).f_flag & os.ST_RDONLY:
+            return f"on a read-only file system: remount it read-write ({self.path})"
+        return f"read-only for uid {os.geteuid()}: chmod u+w {self.path}"
+
     # -- files --------------------------------------------------------------------------
 
     def exists(self, name: str) -> bool:
@@ -345,6 +355,39 @@ class Folder:
             handle.close()
             return None
         return handle
+
+    def create_locked(self, name: str) -> OpenFile:
+        """Create the empty file ``name`` (0600, exclusively, never through a symlink)
+        and hold its exclusive lock for as long as the returned descriptor lives; the
+        kernel drops it when the holder dies."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        handle = OpenFile(os.open(name, flags, FILE_MODE, dir_fd=self.fd))
+        try:
+            fcntl.flock(handle.fd, fcntl.LOCK_EX)  # waits out a reader's passing shared lock
+        except BaseException:
+            handle.close()
+            os.unlink(name, dir_fd=self.fd)
+            raise
+        return handle
+
+    def is_held(self, name: str) -> bool:
+        """Whether someone holds the lock of the plain file ``name`` (False when it is
+        missing or is no plain file). Asked with a shared lock on a descriptor of our
+        own, released at once: asking changes nothing, and a holder never fails
+        because someone asked."""
+        try:
+            handle = self.open_file(name)
+        except UnsafePath:
+            return False
+        if handle is None:
+            return False
+        try:
+            fcntl.flock(handle.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            handle.close()
+        return False
 
     def open_append(self, name: str) -> int:
         """A descriptor that appends to ``name`` (created 0600), never through a symlink."""

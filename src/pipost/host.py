@@ -2,11 +2,15 @@
 
 Theory of operation
 -------------------
-A host owns one address. It registers its record (pid and the process's start
-time), then takes its mail in a loop: at start-up, whenever the folder watch
-fires, and every 3 s regardless. Each letter goes through the same steps:
+A host owns one address. It joins the listeners of that address (listeners.py:
+a second one is refused unless asked to run beside the first), registers its
+record (pid and the process's start time), then takes its mail in a loop: at
+start-up, whenever the folder watch fires, and every 3 s regardless. Each letter
+goes through the same steps:
 
     claim      lock the file, oldest first; another receiver's claim is skipped
+    can it?    the claim still holds and the mailbox folder can be written: else
+               the letter stays queued, untouched, and the session says why, once
     check      a letter that is not a message is set aside, never delivered
     ledger     a context that already holds the id gets only the missing unlink
     guard      the inbound mode, then the loop guard; a drop is logged first
@@ -14,15 +18,18 @@ fires, and every 3 s regardless. Each letter goes through the same steps:
                session, or, for mail found at start-up with PI_POST_RESUME=stage,
                staged for the first prompt
     dispose    unlink only once the context took it (or it was dropped): the
-               unlink is the sender's receipt
+               unlink is the sender's receipt; an unlink that fails keeps the
+               claim, and is tried again at every drain, never entered again
 
 A context that fails leaves the letter queued and is retried with backoff, so
 nothing is lost (INV-05). With a context that can say which ids it holds (a
 transcript can), a crash between entry and unlink costs nothing: delivery is
 exactly once. With one that cannot, that crash window is the only way a
 message enters twice (INV-06). Heartbeats every 30 s keep the record live;
-failing to write it does not stop the session (INV-23). Shutdown marks the
-record offline and keeps it (INV-14).
+failing to write it does not stop the session, and is said once (INV-23).
+Shutdown keeps the record (INV-14): offline, or handed to another listener of
+the address that still runs; a command still handling a letter when the stop
+comes is ended, and the letter stays queued for the next start.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -39,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from pipost import droplog, files, format, mailbox, registry
+from pipost import droplog, files, format, listeners, mailbox, registry
 from pipost.address import address_of
 from pipost.files import StrPath
 from pipost.message import Message, Rejected, to_json
@@ -60,6 +68,17 @@ POLL_S = 3.0
 HEARTBEAT_S = registry.HEARTBEAT_MS / 1000
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 60.0
+EXEC_TIMEOUT_S = 600.0
+"""How long an --exec command may run before it is ended and counted as a failure."""
+EXEC_KILL_GRACE_S = 1.0
+"""Between SIGTERM and SIGKILL for the process group of a command being ended."""
+_EXEC_WAIT_SLICE_S = 0.1
+"""How often a running command is checked on: for a stop asked from another thread."""
+
+# Troubles the session says once, and again only after they cleared and came back.
+_MAILBOX = "the mailbox cannot be written"
+_RECORD = "the record cannot be written"
+_LISTENERS = "the listener cannot be noted"
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,9 @@ class Context(Protocol):
     def enter(self, delivery: Delivery) -> bool:
         """True once the text is in the context; False (or EntryFailed, saying why)
         leaves the letter queued."""
+
+    # A context that can be busy for long (a command) also has interrupt(): called
+    # by Host.request_stop, from a signal handler too, it must not block.
 
 
 def _quiet(line: str) -> None:
@@ -121,6 +143,10 @@ class Host:
     say: Callable[[str], None] = _quiet
     """Tells the person running the session what went wrong and how to fix it, one
     line at a time (pi-post listen: standard error)."""
+    also: bool = False
+    """Run beside the other listeners of this address (pi-post listen --also): each
+    message still enters one of them, once (INV-06). False: start() raises
+    listeners.AlreadyListening while another one runs."""
     kernel_events: bool = True
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
@@ -130,6 +156,12 @@ class Host:
     _retries: dict[str, _Retry] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _watch: FolderWatch | None = None
+    _listening: listeners.Listening | None = None
+    _unreceipted: dict[str, mailbox.Claim] = field(default_factory=dict)
+    """Letters that entered the context, or were dropped, and whose unlink failed, by
+    name: their claims are kept, so no receiver takes them again, and the unlink
+    is tried again at every drain (never the entry)."""
+    _told: set[str] = field(default_factory=set)
 
     @property
     def address(self) -> str:
@@ -142,9 +174,11 @@ class Host:
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
-        """Register, make sure the mailbox exists, take the mail that waited."""
-        self._register()
+        """Make sure the mailbox exists, join the listeners of the address (refused
+        while another runs, unless ``also``), register, take the mail that waited."""
         files.make(self.root, "inbox", self.address).close()
+        self._join()
+        self._register()
         self._watch = FolderWatch(
             mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
         )
@@ -168,25 +202,66 @@ class Host:
                 next_beat = time.monotonic() + self.heartbeat_s
 
     def request_stop(self) -> None:
-        """Safe from a signal handler or another thread."""
+        """Safe from a signal handler or another thread; an entry in progress is
+        interrupted, and its letter stays queued."""
         self._stop.set()
         if self._watch is not None:
             self._watch.wake()
+        interrupt = getattr(self.context, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
 
     def stop(self) -> None:
-        """Shutdown: the record stays, without its pid (INV-14). A record another
-        receiver of this address wrote since is theirs: it stays as it is."""
-        if self.record is not None:
-            current = registry.read(self.root, self.address)
-            if current is None or (current.pid, current.pid_start) == (
-                self.record.pid,
-                self.record.pid_start,
-            ):
-                with contextlib.suppress(OSError):
-                    self.record = registry.mark_offline(self.root, self.record, self.post.clock())
+        """Shutdown, said in one line: the record stays (INV-14), without its pid, or
+        handed to another listener of this address that still runs. A record
+        another receiver wrote since is theirs: it stays as it is."""
+        listened = self._watch is not None
+        for claim in self._unreceipted.values():
+            if not claim.dispose_or_hold():  # a last try: once released, anyone may take it
+                claim.release()  # queued again; a ledger turns it into an unlink next time
+        self._unreceipted.clear()
+        if self._listening is not None:
+            self._listening.leave()
+            self._listening = None
+        outcome = self._leave_record()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        if listened:
+            self.say(f"stopped; {outcome}")
+
+    def _leave_record(self) -> str:
+        """Mark the record offline, or hand it to a listener that still runs; how the
+        address was left."""
+        current = registry.read(self.root, self.address)
+        ours = self.record is not None and (
+            current is None
+            or (current.pid, current.pid_start) == (self.record.pid, self.record.pid_start)
+        )
+        if self.record is None or not ours:
+            if current is not None and current.pid is not None:
+                return f"{self.address} stays with pid {current.pid}"
+            return f"{self.address} is offline"
+        now = self.post.clock()
+        try:
+            for pid in self._peers():
+                token = self.post.processes.start_token(pid)
+                if token is not None:
+                    handed = self.record.replace(pid=pid, pid_start=token or None, last_seen=now)
+                    registry.write(self.root, handed)
+                    self.record = handed
+                    return f"{self.address} handed to pid {pid}"
+            self.record = registry.mark_offline(self.root, self.record, now)
+        except OSError as error:
+            return f"{self.address} could not be marked offline ({error.strerror or error})"
+        return f"{self.address} is offline"
+
+    def _peers(self) -> list[int]:
+        """The other listeners of this address that still run (this one has left)."""
+        try:
+            return listeners.running(self.root, self.address)
+        except OSError:
+            return []
 
     def beat(self) -> None:
         """Refresh the record; one that could not be written at start is written now."""
@@ -195,8 +270,10 @@ class Host:
             return
         try:
             self.record = registry.heartbeat(self.root, self.record, self.post.clock())
-        except OSError:
-            self.stats.failed_heartbeats += 1
+        except OSError as error:
+            self._record_failed(error)
+            return
+        self._told.discard(_RECORD)
 
     def _register(self) -> None:
         pid = os.getpid()
@@ -211,8 +288,36 @@ class Host:
                 pid=pid,
                 pid_start=token or None,
             )
-        except OSError:
-            self.stats.failed_heartbeats += 1  # unregistered, but mail still flows
+        except OSError as error:
+            self._record_failed(error)  # unregistered, but mail still flows
+            return
+        self._told.discard(_RECORD)
+
+    def _record_failed(self, error: OSError) -> None:
+        self.stats.failed_heartbeats += 1
+        self._tell(
+            _RECORD,
+            f"cannot write the record {registry.record_path(self.root, self.address)}: "
+            f"{error.strerror or error}; pi-post list will not show {self.address} live "
+            f"while this lasts (its mail still flows; it tries again every {HEARTBEAT_S:g} s)",
+        )
+
+    def _join(self) -> None:
+        try:
+            self._listening = listeners.join(self.root, self.address, beside_others=self.also)
+        except OSError as error:
+            self._tell(
+                _LISTENERS,
+                f"cannot note this listener in {listeners.folder_of(self.root, self.address)}: "
+                f"{error.strerror or error}; a second listener of {self.address} will not be "
+                "refused, and its record may say offline while one still runs",
+            )
+
+    def _tell(self, trouble: str, line: str) -> None:
+        """Say ``line``, unless ``trouble`` was said already and has not cleared since."""
+        if trouble not in self._told:
+            self._told.add(trouble)
+            self.say(line)
 
     # -- taking mail --------------------------------------------------------------
 
@@ -220,15 +325,30 @@ class Host:
         """Take every letter that can be taken now, oldest first; returns how many
         entered the context."""
         before = self.stats.entered
+        for name, held in list(self._unreceipted.items()):
+            if held.dispose_or_hold():
+                del self._unreceipted[name]
         for claim in mailbox.claims(self.root, self.address):
             retry = self._retries.get(claim.name)
             if retry is not None and retry.at > time.monotonic():
                 claim.release()
                 continue
-            self._take(claim, at_startup)
+            if not self._take(claim, at_startup):
+                break
         return self.stats.entered - before
 
-    def _take(self, claim: mailbox.Claim, at_startup: bool) -> None:
+    def _take(self, claim: mailbox.Claim, at_startup: bool) -> bool:
+        """Take one letter; False when the mailbox folder cannot be written, which
+        leaves this letter and the rest untouched until the next drain."""
+        if not claim.still_held():
+            claim.release()  # a receiver that takes no lock (pi-post 0.7) had it
+            return True
+        obstacle = claim.why_undisposable()
+        if obstacle is not None:
+            claim.release()
+            self._cannot_take(claim, obstacle)
+            return False
+        self._told.discard(_MAILBOX)
         content = claim.content
         try:
             if isinstance(content, Rejected):
@@ -238,15 +358,28 @@ class Host:
                 for name in moved.evicted:
                     self._log(name, "?", "removed from the full quarantine (oldest first)")
             elif self.context.holds(content.id):
-                claim.dispose()  # it entered before a crash; only the receipt was missing
+                self._receipt(claim)  # it entered before a crash; only the receipt was missing
                 self.stats.already_held += 1
             else:
                 self._deliver_or_drop(claim, content, at_startup)
-                return
+                return True
         except OSError:
             self._retry_later(claim)
-            return
+            return True
         self._retries.pop(claim.name, None)
+        return True
+
+    def _cannot_take(self, claim: mailbox.Claim, obstacle: str) -> None:
+        """Say, and log where the log can be written, once until it clears, that the
+        mail stays queued: it could not be removed once entered."""
+        if _MAILBOX in self._told:
+            return
+        self._told.add(_MAILBOX)
+        where = f"inbox/{self.address} is {obstacle}"
+        self.say(f"cannot take mail: {where}; its letters stay queued until then")
+        sender = claim.content.sender.key if isinstance(claim.content, Message) else "?"
+        with contextlib.suppress(OSError):
+            self._log(claim.name, sender, f"kept: {where}; the letter stays queued")
 
     def _deliver_or_drop(self, claim: mailbox.Claim, message: Message, at_startup: bool) -> None:
         now = self.post.clock()
@@ -257,29 +390,40 @@ class Host:
         if not verdict.deliver:
             try:
                 self._log(claim.name, sender, verdict.reason or "dropped")
-                claim.dispose()
+                self.stats.dropped += 1
             except OSError:
                 self._retry_later(claim)
                 return
-            self.stats.dropped += 1
             self._retries.pop(claim.name, None)
+            self._receipt(claim)
             return
         delivery = Delivery(message, format.frame(message), WAKES[(self.resume, at_startup)])
+        reason = None
         try:
             entered = self.context.enter(delivery)
+        except EntryFailed as failure:
+            entered, reason = False, str(failure)
         except Exception:  # a failing context must not lose the letter
             entered = False
         if not entered:
+            if self._stop.is_set():  # cut short by the shutdown: not a failure, not retried
+                claim.release()
+                return
             self.stats.failed_entries += 1
-            self._retry_later(claim)
+            delay = self._retry_later(claim)
+            if reason is not None:
+                self.say(f"message {message.id} stays queued: {reason}; next try in {delay:g} s")
             return
         self._guard.admit(sender, message.body, now)
         self.stats.entered += 1
         self._retries.pop(claim.name, None)
-        try:
-            claim.dispose()
-        except OSError:
-            claim.release()  # next pass: the ledger (if any) turns this into an unlink
+        self._receipt(claim)
+
+    def _receipt(self, claim: mailbox.Claim) -> None:
+        """The unlink of a letter whose fate is decided; one that fails keeps its
+        claim until a later drain's unlink succeeds."""
+        if not claim.dispose_or_hold():
+            self._unreceipted[claim.name] = claim
 
     def _admission(self, message: Message) -> Verdict:
         verdict = INBOUND_TABLE[(self.inbound, self.ask is not None)]
@@ -288,11 +432,13 @@ class Host:
         assert self.ask is not None
         return DELIVER if self.ask(message) else ASK_DECLINED
 
-    def _retry_later(self, claim: mailbox.Claim) -> None:
+    def _retry_later(self, claim: mailbox.Claim) -> float:
+        """Release the letter and schedule its next try; returns the delay."""
         claim.release()
         previous = self._retries.get(claim.name)
         delay = min(previous.delay * 2, RETRY_MAX_S) if previous else RETRY_FIRST_S
         self._retries[claim.name] = _Retry(time.monotonic() + delay, delay)
+        return delay
 
     def _log(self, letter: str, sender: str, reason: str) -> None:
         droplog.record(
@@ -366,17 +512,35 @@ class TranscriptContext:
 
 class ExecContext:
     """Runs a shell command per message with the framed text on stdin; exit 0 means
-    the text entered context. The command learns the message from its environment."""
+    the text entered context. The command learns the message from its environment.
 
-    def __init__(self, command: str, environ: dict[str, str], timeout_s: float = 600.0) -> None:
+    The command runs in a session (and process group) of its own, so that ending
+    it reaches whatever it started: past ``timeout_s``, or when the session
+    stops, the group gets SIGTERM, then SIGKILL after EXEC_KILL_GRACE_S."""
+
+    def __init__(
+        self, command: str, environ: dict[str, str], timeout_s: float = EXEC_TIMEOUT_S
+    ) -> None:
         self.command = command
         self.environ = environ
         self.timeout_s = timeout_s
+        self._running: subprocess.Popen[bytes] | None = None
+        self._stopping = False
 
     def holds(self, message_id: str) -> bool | None:
         return None
 
+    def interrupt(self) -> None:
+        """The session stops: end the command now running, start no other. Only
+        signals, so it is safe in a signal handler; enter() does the rest."""
+        self._stopping = True
+        running = self._running
+        if running is not None:
+            _signal_group(running, signal.SIGTERM)
+
     def enter(self, delivery: Delivery) -> bool:
+        if self._stopping:
+            raise EntryFailed("the session is stopping")
         message = delivery.message
         env = dict(self.environ)
         env.update(
@@ -386,16 +550,76 @@ class ExecContext:
             PI_POST_WAKE="1" if delivery.wake else "0",
         )
         try:
-            done = subprocess.run(
+            process = subprocess.Popen(
                 ["/bin/sh", "-c", self.command],
-                input=delivery.text.encode("utf-8"),
+                stdin=subprocess.PIPE,
                 env=env,
-                timeout=self.timeout_s,
-                check=False,
+                start_new_session=True,
             )
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.returncode == 0
+        except (OSError, ValueError) as error:  # ValueError: a NUL byte in a variable
+            why = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise EntryFailed(f"could not start: {why}") from None
+        with process:  # closes our end of its stdin, whatever it read
+            self._running = process
+            try:
+                # A final newline, as a line on a pipe has, for commands that read lines.
+                ended_by_us = self._wait(process, delivery.text.encode("utf-8") + b"\n")
+            finally:
+                self._running = None
+        if ended_by_us is not None:
+            raise EntryFailed(ended_by_us)
+        if process.returncode < 0:
+            raise EntryFailed(f"killed by signal {-process.returncode}")
+        if process.returncode > 0:
+            raise EntryFailed(f"exit status {process.returncode}")
+        return True
+
+    def _wait(self, process: subprocess.Popen[bytes], text: bytes) -> str | None:
+        """Feed the command its text and wait until it ends, or end it: past the
+        timeout, or once the session stops (which interrupt() may signal from
+        another thread: hence short slices). Returns why we ended it, or None."""
+        ends_at = time.monotonic() + self.timeout_s
+        feed: bytes | None = text
+        while True:
+            try:
+                process.communicate(feed, timeout=_EXEC_WAIT_SLICE_S)
+            except subprocess.TimeoutExpired:
+                feed = None  # communicate() keeps what it has not written yet
+            if process.returncode == 0:
+                return None  # taken, even if the stop came just as it finished
+            if self._stopping:
+                reason = "ended by the shutdown"
+                break
+            if process.returncode is not None:
+                return None
+            if time.monotonic() >= ends_at:
+                reason = f"timed out after {self.timeout_s:g} s"
+                break
+        _signal_group(process, signal.SIGTERM)
+        kill_at = time.monotonic() + EXEC_KILL_GRACE_S
+        # The shell may be gone while something it started still runs in its group.
+        while process.poll() is None or _group_alive(process):
+            if time.monotonic() >= kill_at:
+                _signal_group(process, signal.SIGKILL)
+                break
+            time.sleep(_EXEC_WAIT_SLICE_S)
+        process.wait()
+        return reason
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)  # its own session: the group id is its pid
+
+
+def _group_alive(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class StreamContext:

@@ -48,6 +48,18 @@ class MailboxFull(Exception):
         self.queued = queued
 
 
+class DepositFailed(OSError):
+    """A mailbox the file system would not let us write (read-only, full disk...).
+    It names the mailbox and its folder, not the temporary file the write stopped at."""
+
+    def __init__(self, root: StrPath, address: str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), inbox_of(root, address))
+        self.address = address
+
+    def __str__(self) -> str:
+        return f"cannot write to mailbox {self.address} ({self.filename}): {self.strerror}"
+
+
 def checked(address: str) -> str:
     """The address, checked before it becomes a path component (INV-22)."""
     if not is_address(address):
@@ -99,8 +111,18 @@ def mailbox_addresses(root: StrPath) -> list[str]:
 def deposit(root: StrPath, address: str, message: Message, *, durable: bool = True) -> str:
     """Queue ``message`` for ``address``; returns the letter's path.
 
-    Raises MailboxFull with nothing written. A sweep that removes the folder
+    Raises MailboxFull with nothing written, and DepositFailed, with no letter
+    written, for a folder that cannot be written. A sweep that removes the folder
     while we wait for its lock makes us start again (INV-17)."""
+    try:
+        return _deposit(root, address, message, durable)
+    except (files.UnsafePath, FileExistsError):
+        raise  # each names the very path that is wrong: a link, a letter with this id
+    except OSError as error:
+        raise DepositFailed(root, address, error) from error
+
+
+def _deposit(root: StrPath, address: str, message: Message, durable: bool) -> str:
     data = encode(message)
     checked(address)
     for _ in range(_DEPOSIT_ATTEMPTS):
@@ -198,12 +220,45 @@ class Claim:
         return self._folder.name(self.name)
 
     def dispose(self) -> None:
-        """The receipt: unlink, then flush the folder so it stays unlinked."""
+        """The receipt: unlink, then flush the folder so it stays unlinked. The claim
+        ends either way."""
         try:
-            self._folder.unlink(self.name)
-            self._folder.flush()
+            self._remove()
         finally:
             self.release()
+
+    def dispose_or_hold(self) -> bool:
+        """dispose(); but a claim whose unlink or flush fails is kept, still locked so
+        that no other receiver takes the letter, and False says to try again."""
+        try:
+            self._remove()
+        except OSError:
+            return False
+        self.release()
+        return True
+
+    def _remove(self) -> None:
+        # A retry after a failed flush finds the letter already unlinked.
+        if self._handle is None or os.fstat(self._handle.fd).st_nlink > 0:
+            self._folder.unlink(self.name)
+        self._folder.flush()
+
+    def still_held(self) -> bool:
+        """Whether the locked file is still the letter at its name: a pi-post 0.7
+        receiver takes no lock, and may have taken it meanwhile."""
+        if self._handle is None:
+            return True  # a link or no plain file: there is only a name to set aside
+        held = os.fstat(self._handle.fd)
+        try:
+            named = self._folder.lstat(self.name)
+        except FileNotFoundError:
+            return False
+        return held.st_nlink > 0 and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+    def why_undisposable(self) -> str | None:
+        """Why dispose() or set_aside() would fail now, with the fix: the mailbox
+        folder cannot be written by this process. None when they can go ahead."""
+        return self._folder.why_unwritable()
 
     def set_aside(self, reason: str) -> SetAside:
         """Move the letter to ``quarantine/<address>/`` with its reason beside it."""

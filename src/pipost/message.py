@@ -126,34 +126,46 @@ def body_size(body: str) -> int:
     return len(body.encode("utf-8", errors="surrogatepass"))
 
 
+def over_the_cap(size: int | None) -> BodyError:
+    """The refusal of a body over the cap, with its size; None: read from a stream
+    no further than one byte past the cap, so only "more than the cap" is known."""
+    shown = f"more than {BODY_CAP}" if size is None else str(size)
+    return BodyError(
+        f"body is {shown} bytes; the cap is {BODY_CAP} (send a summary and a path, not a payload)"
+    )
+
+
 def check_body(body: str) -> None:
     """Refuse what a sender must not send; the text says the size and the cap."""
     if not body.strip():
         raise BodyError("empty body (pass --body or pipe stdin)")
-    size = body_size(body)
-    if size > BODY_CAP:
-        raise BodyError(
-            f"body is {size} bytes; the cap is {BODY_CAP} "
-            "(send a summary and a path, not a payload)"
-        )
     try:
-        body.encode("utf-8")
+        size = len(body.encode("utf-8"))
     except UnicodeEncodeError:
         raise BodyError("body is not valid text (it holds unpaired surrogates)") from None
+    if size > BODY_CAP:
+        raise over_the_cap(size)
 
 
 def new_message(
     sender: Sender, body: str, sent_at: int, reply_to: str | None = None, nonce: str | None = None
 ) -> Message:
-    """A fresh, valid message; raises BodyError or ValueError for what parse would reject."""
+    """A fresh, valid message; raises BodyError or ValueError for what parse would
+    reject. The body is checked once, here (check_body), the envelope after it."""
     check_body(body)
     message = Message(
         id=make_id(sent_at, nonce), sender=sender, sent_at=sent_at, body=body, reply_to=reply_to
     )
-    problem = _check(message)
+    problem = _check_envelope(message)
     if problem:
         raise ValueError(problem)
     return message
+
+
+def restamped(message: Message, sent_at: int) -> Message:
+    """The same checked message under a fresh id of ``sent_at``: one copy per target,
+    with nothing to check again."""
+    return message.replace(id=make_id(sent_at), sent_at=sent_at)
 
 
 def to_json(message: Message) -> dict[str, Any]:
@@ -259,7 +271,21 @@ def _from_json(data: object) -> Message | Rejected:
 
 
 def _check(message: Message) -> str | None:
-    """The rules beyond types; shared by the parser and the constructor."""
+    """The rules beyond types, for the parser: the envelope's, then the body's."""
+    problem = _check_envelope(message)
+    if problem:
+        return problem
+    if body_size(message.body) > BODY_CAP:
+        return f"body is over {BODY_CAP} bytes"
+    try:
+        message.body.encode("utf-8")
+    except UnicodeEncodeError:
+        return "text holds unpaired surrogates"
+    return None
+
+
+def _check_envelope(message: Message) -> str | None:
+    """The rules of everything but the body; shared by the parser and the constructor."""
     sender = message.sender
     if not sender.name:
         return "from.name is empty"
@@ -275,10 +301,7 @@ def _check(message: Message) -> str | None:
         return "id is not <13 digits>-<8 hex>"
     if message.sent_at < 0 or int(message.id[:13]) != message.sent_at:
         return "id does not carry sentAt"
-    if body_size(message.body) > BODY_CAP:
-        return f"body is over {BODY_CAP} bytes"
     try:
-        message.body.encode("utf-8")
         sender.name.encode("utf-8")
         (sender.cwd or "").encode("utf-8")
     except UnicodeEncodeError:

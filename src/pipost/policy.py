@@ -19,28 +19,47 @@ from dataclasses import dataclass, field
 
 
 class Inbound(enum.Enum):
+    """``PI_POST_INBOUND``; the first mode is the default."""
+
     ACCEPT = "accept"
     ASK = "ask"
     REFUSE = "refuse"
 
 
 class Resume(enum.Enum):
+    """``PI_POST_RESUME``; the first mode is the default."""
+
     WAKE = "wake"
     STAGE = "stage"
 
 
 def inbound_mode(value: str | None) -> Inbound:
-    """``PI_POST_INBOUND``; anything unknown means accept."""
-    return next(
-        (mode for mode in Inbound if mode.value == (value or "").strip().lower()), Inbound.ACCEPT
-    )
+    """``PI_POST_INBOUND``, read as :func:`mode_word` says: accept by default."""
+    return Inbound(mode_word(Inbound, value))
 
 
 def resume_mode(value: str | None) -> Resume:
-    """``PI_POST_RESUME``; anything unknown means wake."""
-    return next(
-        (mode for mode in Resume if mode.value == (value or "").strip().lower()), Resume.WAKE
-    )
+    """``PI_POST_RESUME``, read as :func:`mode_word` says: wake by default."""
+    return Resume(mode_word(Resume, value))
+
+
+def mode_word(modes: type[enum.Enum], value: str | None) -> str:
+    """The word of the mode a variable's value names, read stripped of blanks and
+    in any case (``REFUSE`` refuses); unset, blank or none of the words: the first
+    mode's, the default."""
+    words = [mode.value for mode in modes]
+    spelled = _spelled(value)
+    return spelled if spelled in words else words[0]
+
+
+def is_unknown_mode(modes: type[enum.Enum], value: str | None) -> bool:
+    """A value that is set but none of the words: it means the default, and the
+    session says so once."""
+    return _spelled(value) not in ("", mode_word(modes, value))
+
+
+def _spelled(value: str | None) -> str:
+    return (value or "").strip().lower()
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,14 @@ import os
 import time
 
 from pipost import files, format, mailbox, registry
-from pipost.message import check_body, new_message
+from pipost.message import new_message, restamped
 from pipost.registry import OsProcessTable, Presence
 from pipost.resolve import Caller, Candidate, Refusal, Target, resolve, resolve_all
 from pipost.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Final
 
     from pipost.files import StrPath
@@ -28,12 +28,28 @@ RECEIPT_WAIT_S = 1.5
 """How long a sender waits for a live target to take the message."""
 
 
-def default_root(environ: dict[str, str] | None = None) -> str:
+def default_root(environ: Mapping[str, str] | None = None) -> str:
+    """The post office every command uses: ``$PI_POST_DIR`` (``~`` expanded against
+    HOME), else ``~/.pi/agent/post``. A relative PI_POST_DIR is refused: it would
+    name a different post office in every working directory."""
     env = os.environ if environ is None else environ
     configured = env.get("PI_POST_DIR")
-    if configured:
-        return configured
-    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".pi", "agent", "post")
+    if not configured:
+        return os.path.join(home_of(env), ".pi", "agent", "post")
+    if configured == "~" or configured.startswith("~/"):
+        configured = home_of(env) + configured[1:]
+    if not os.path.isabs(configured):
+        raise Refused(
+            f"PI_POST_DIR must be an absolute path or start with ~/, not "
+            f"{format.visible(configured)!r} (a relative one names another post office "
+            "in every directory)"
+        )
+    return configured
+
+
+def home_of(environ: Mapping[str, str]) -> str:
+    """The home that ``~`` means, in paths and in handles alike."""
+    return environ.get("HOME") or os.path.expanduser("~")
 
 
 def wall_clock_ms() -> int:
@@ -146,29 +162,29 @@ class Post:
         reply_to: str | None = None,
         on_deposit: Callable[[Receipt], None] | None = None,
     ) -> list[Receipt]:
-        """Resolve every target first (a refusal writes nothing), check the body,
-        deposit one copy per target, then wait for the live ones to take theirs."""
+        """Check the body and the envelope once, then resolve every target (a refusal
+        writes nothing), deposit one copy per target, then wait for the live ones to
+        take theirs."""
+        try:
+            checked = new_message(sender, body, self.clock(), reply_to=reply_to)
+        except ValueError as error:
+            raise Refused(str(error)) from None
         targets = resolve_all(handles, self.directory(), caller)
         if isinstance(targets, Refusal):
             raise Refused(targets.text)
-        try:
-            check_body(body)
-            # what parse would reject in the envelope (a name holding undecodable bytes)
-            new_message(sender, body, self.clock(), reply_to=reply_to)
-        except ValueError as error:
-            raise Refused(str(error)) from None
         for target in targets:  # refuse a full mailbox before writing to any
             queued = mailbox.count(self.root, target.address)
             if queued >= mailbox.CAP:
                 raise Refused(str(mailbox.MailboxFull(target.address, queued)))
         deposited: list[tuple[Target, Message, str]] = []
         for target in targets:
-            message = new_message(sender, body, self.clock(), reply_to=reply_to)
+            message = restamped(checked, self.clock())
             try:
                 path = mailbox.deposit(self.root, target.address, message)
-            except mailbox.MailboxFull as full:  # filled by a racing sender meanwhile
+            except (mailbox.MailboxFull, mailbox.DepositFailed) as failed:
+                # filled by a racing sender meanwhile, or a folder that cannot be written
                 sent = "".join(f"; already queued {t.address} {m.id}" for t, m, _ in deposited)
-                raise Refused(f"{full}{sent}") from None
+                raise Refused(format.visible(f"{failed}{sent}")) from None
             deposited.append((target, message, path))
         receipts = []
         deadline = time.monotonic() + self.receipt_wait
@@ -233,6 +249,6 @@ def os_caller(cwd: str | None = None, environ: dict[str, str] | None = None) -> 
     env = os.environ if environ is None else environ
     return Caller(
         cwd=cwd or os.getcwd(),
-        home=env.get("HOME") or os.path.expanduser("~"),
+        home=home_of(env),
         canonical=os.path.realpath,  # resolve refuses what no folder can be named
     )

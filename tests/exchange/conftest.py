@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -107,6 +107,13 @@ class Listener:
         assert isinstance(entry, dict)
         return entry
 
+    def printed_so_far(self) -> list[dict[str, Any]]:
+        """The messages the listener printed until now, without waiting for more."""
+        entries = []
+        while not self._lines.empty():
+            entries.append(json.loads(self._lines.get_nowait()))
+        return entries
+
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
@@ -127,10 +134,12 @@ class Listener:
 
 
 class Exchange:
-    """A tmp post office and the real processes that use it."""
+    """A tmp post office and the real processes that use it, each run as ``command``
+    (``pi-post``, by default as the user running the tests)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, command: Sequence[str] = CLI) -> None:
         self.base = base
+        self.command = list(command)
         self.root = base / "post"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
         self.env["PI_POST_DIR"] = str(self.root)
@@ -150,16 +159,21 @@ class Exchange:
         *,
         transcript: Path | None = None,
         exec_command: str | None = None,
+        exec_timeout: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         wait_live: bool = True,
+        also: bool = False,
     ) -> Listener:
-        """Start ``pi-post listen``; by default wait until its record is live."""
-        args = ["listen", "--session-id", session_id]
+        """Start ``pi-post listen`` (with ``also``, beside a listener the session has);
+        by default wait until its record is live."""
+        args = ["listen", "--session-id", session_id] + (["--also"] if also else [])
         if transcript is not None:
             args += ["--transcript", str(transcript)]
         if exec_command is not None:
             args += ["--exec", exec_command]
+        if exec_timeout is not None:
+            args += ["--exec-timeout", exec_timeout]
         stream = transcript is None and exec_command is None
         self._count += 1
         stderr_path = self.base / f"listener-{self._count}.stderr"
@@ -203,7 +217,7 @@ class Exchange:
         """A ``pi-post`` process in a process group of its own, killed with its
         children at the end of the test whatever happened."""
         process = subprocess.Popen(
-            [*CLI, *args],
+            [*self.command, *args],
             cwd=cwd or self.scripts,
             env={**self.env, **(env or {})},
             stdin=subprocess.DEVNULL,
@@ -218,7 +232,7 @@ class Exchange:
     def run(self, *args: str, timeout: float = WAIT_S) -> subprocess.CompletedProcess[str]:
         """One ``pi-post`` command, run from a scripts folder as a hook would."""
         return subprocess.run(
-            [*CLI, *args],
+            [*self.command, *args],
             cwd=self.scripts,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -85,7 +85,7 @@ def test_two_listeners_on_one_address_take_every_message_exactly_once(
     """The same conversation open twice: both claim from one mailbox while four
     senders deposit concurrently."""
     transcripts = [exchange.base / "first.jsonl", exchange.base / "second.jsonl"]
-    listeners = [exchange.listen("twin", transcript=path) for path in transcripts]
+    listeners = [exchange.listen("twin", transcript=path, also=True) for path in transcripts]
     address = listeners[0].address
     sent: list[tuple[str, SendResult]] = []
     lock = threading.Lock()
@@ -125,7 +125,7 @@ def test_when_one_of_two_listeners_on_an_address_stops_the_other_keeps_it_live(
     """Shutdown marks the record offline only when the record is its own: the
     conversation is still open in the other process."""
     first = exchange.listen("twin")
-    second = exchange.listen("twin")  # registers last: the record names it
+    second = exchange.listen("twin", also=True)  # registers last: the record names it
     assert first.terminate() == 0
 
     record = registry.read(exchange.root, second.address)

@@ -31,7 +31,7 @@ from pipost import cli, files, mailbox, registry
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, new_message
-from pipost.post import Post, os_caller
+from pipost.post import Post, Refused, os_caller
 from tests.helpers import NOW, FakeProcessTable, FixedClock
 
 ROOT = Path("/home/dev/.pi/agent/post")
@@ -164,10 +164,13 @@ def test_a_disk_that_fills_late_in_a_deposit_leaves_nothing_visible(
     else:
         monkeypatch.setattr(files.Folder, "rename", _fails_once(files.Folder.rename, armed))
 
-    with pytest.raises(OSError) as failure:
+    with pytest.raises(Refused) as failure:
         post.send([ADDRESS], "lost to a full disk", Sender("process", "script"), caller)
 
-    assert failure.value.errno == errno.ENOSPC
+    assert str(failure.value) == (
+        f"cannot write to mailbox {ADDRESS} ({mailbox.inbox_of(root, ADDRESS)}): "
+        "No space left on device"
+    )
     assert not armed, "the failure was injected where the test meant it"
     assert letters(Path(mailbox.inbox_of(root, ADDRESS))) == before
     assert queued_bodies(root) == ["earlier"]
@@ -254,7 +257,7 @@ def test_a_read_only_mailbox_refuses_a_deposit_clearly(fake_fs: FakeFilesystem) 
     status, out, err = send("refused")
 
     assert (status, out) == (1, "")
-    assert err.startswith("pi-post: ") and "Permission denied" in err and ADDRESS in err, err
+    assert err == f"pi-post: cannot write to mailbox {ADDRESS} ({INBOX}): Permission denied\n"
     assert "Traceback" not in err
     assert letters(INBOX) == before
 

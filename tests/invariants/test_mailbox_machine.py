@@ -306,7 +306,10 @@ class MailboxMachine(RuleBasedStateMachine):
     def _start(self, index: int) -> None:
         receiver = self.receivers[index]
         self.processes.tokens[os.getpid()] = PROCESS_TOKEN
-        host = Host(self.post, SESSION, str(self.base), receiver.context, kernel_events=False)
+        # Several receivers of one address on purpose (INV-06 between them).
+        host = Host(
+            self.post, SESSION, str(self.base), receiver.context, kernel_events=False, also=True
+        )
         with self._a_drain_by(index):
             host.start()
         receiver.host = host
@@ -423,6 +426,8 @@ class MailboxMachine(RuleBasedStateMachine):
             receiver.taking = None
         if receiver.host is not None and receiver.host._watch is not None:
             receiver.host._watch.close()  # the kernel closes a dead process's descriptors
+        if receiver.host is not None and receiver.host._listening is not None:
+            receiver.host._listening.close()  # and drops its place among the listeners
         receiver.host = None
         self._process_table_follows_the_receivers()
 

@@ -1,0 +1,173 @@
+"""Who listens: one lock file per running listener of an address, held for its
+lifetime; a file whose lock can be taken is stale (INV-06, INV-14, INV-15)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pipost import files, listeners
+from pipost.address import address_of
+from tests.helpers import tree_snapshot
+
+ADDRESS = address_of("listened-session")
+HOLDER = """
+import sys
+from pipost import listeners
+place = listeners.join(sys.argv[1], sys.argv[2])
+print("joined", flush=True)
+sys.stdin.read()  # hold the place until the test closes stdin, or kills us
+"""
+
+
+def folder(root: Path) -> Path:
+    return root / "listeners" / ADDRESS
+
+
+def another_listener(root: Path) -> subprocess.Popen[str]:
+    """A listener in another process, holding its place until it is ended."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root), ADDRESS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "joined\n"
+    return process
+
+
+def test_no_folder_means_no_listener_and_asking_creates_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    assert listeners.running(root, ADDRESS) == []
+    assert not root.exists()
+
+
+def test_a_listener_that_joins_is_running_until_it_leaves(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    place = listeners.join(root, ADDRESS)
+    assert listeners.running(root, ADDRESS) == [os.getpid()]
+    (name,) = os.listdir(folder(root))
+    assert name.startswith(f"{os.getpid()}.") and name.endswith(".lock")
+
+    place.leave()
+    assert listeners.running(root, ADDRESS) == []
+    assert os.listdir(root / "listeners") == [], "the last to leave removes the folder"
+
+
+def test_a_second_listener_is_refused_unless_it_runs_beside_the_first_on_purpose(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "post"
+    first = listeners.join(root, ADDRESS)
+    before = tree_snapshot(root)
+    with pytest.raises(listeners.AlreadyListening) as refused:
+        listeners.join(root, ADDRESS)
+    assert (refused.value.address, refused.value.pids) == (ADDRESS, [os.getpid()])
+    assert tree_snapshot(root) == before, "a refused listener adds nothing"
+
+    second = listeners.join(root, ADDRESS, beside_others=True)
+    assert listeners.running(root, ADDRESS) == [os.getpid(), os.getpid()]
+
+    second.leave()
+    assert listeners.running(root, ADDRESS) == [os.getpid()]
+    assert folder(root).is_dir(), "the folder stays while a listener runs"
+    first.leave()
+
+
+def test_a_listener_in_another_process_is_seen_and_asking_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "post"
+    other = another_listener(root)
+    try:
+        before = tree_snapshot(root)
+        assert listeners.running(root, ADDRESS) == [other.pid]
+        assert tree_snapshot(root) == before
+        with pytest.raises(listeners.AlreadyListening) as refused:
+            listeners.join(root, ADDRESS)
+        assert refused.value.pids == [other.pid]
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_killed_listener_leaves_a_stale_file_that_the_next_one_removes(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "post"
+    other = another_listener(root)
+    other.send_signal(signal.SIGKILL)
+    other.wait()
+    (stale,) = os.listdir(folder(root))
+    assert stale.startswith(f"{other.pid}.")
+
+    assert listeners.running(root, ADDRESS) == [], "the kernel dropped its lock"
+    assert os.listdir(folder(root)) == [stale], "asking removes nothing"
+    place = listeners.join(root, ADDRESS)
+    assert stale not in os.listdir(folder(root))
+    place.leave()
+
+
+def test_only_a_listeners_plain_file_counts_and_other_names_are_left_alone(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "post"
+    files.make(root, "listeners", ADDRESS).close()
+    others = ["123.lock", "notes.txt", "x.abcd.lock"]
+    for name in others:
+        (folder(root) / name).write_text("")
+    target = tmp_path / "target"
+    target.write_text("untouched")
+    (folder(root) / "456.abcd.lock").symlink_to(target)
+
+    assert listeners.running(root, ADDRESS) == [], "a link is no lock, and is not followed"
+    place = listeners.join(root, ADDRESS)
+    assert listeners.running(root, ADDRESS) == [os.getpid()]
+    place.leave()
+    assert sorted(os.listdir(folder(root))) == others, "the link went as stale, nothing else"
+    assert target.read_text() == "untouched"
+
+
+def test_of_listeners_that_start_together_exactly_one_runs(tmp_path: Path) -> None:
+    """Joins are decided under the folder's lock: never both refused, never both in."""
+    root = tmp_path / "post"
+    places: list[listeners.Listening] = []
+    refusals: list[list[int]] = []
+    start = threading.Barrier(8)
+
+    def join() -> None:
+        start.wait()
+        try:
+            places.append(listeners.join(root, ADDRESS))
+        except listeners.AlreadyListening as refused:
+            refusals.append(refused.pids)
+
+    threads = [threading.Thread(target=join) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(places) == 1
+    assert refusals == [[os.getpid()]] * 7
+    places[0].leave()
+    assert listeners.running(root, ADDRESS) == []
+
+
+def test_a_listeners_folder_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    files.make_root(root).close()
+    (root / "listeners").symlink_to(elsewhere)
+    with pytest.raises(files.UnsafePath):
+        listeners.join(root, ADDRESS, beside_others=True)
+    with pytest.raises(files.UnsafePath):
+        listeners.running(root, ADDRESS)
+    assert list(elsewhere.iterdir()) == []
