@@ -1123,6 +1123,36 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
     assert context.holds(delivery.message.id) is None
 
 
+def test_a_sender_name_no_environment_can_hold_reaches_the_command_spelled_out(
+    tmp_path: Path,
+) -> None:
+    message = new_message(Sender("process", "a\x00b"), "hello", NOW)  # a valid letter
+    context = ExecContext(
+        'printf %s "$PI_POST_MESSAGE_FROM" > "$OUT/from.txt"', {"OUT": str(tmp_path)}
+    )
+
+    assert context.enter(Delivery(message, format.frame(message), True))
+    assert (tmp_path / "from.txt").read_text() == "a\\x00b"
+
+
+def test_a_stop_requested_during_a_drain_leaves_the_rest_of_the_mail_queued(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    class StopsAtFirst(Recording):
+        def enter(self, delivery: Delivery) -> bool:
+            receiver.request_stop()
+            return super().enter(delivery)
+
+    context = StopsAtFirst()
+    receiver = hosts(post, context)
+    first, *rest = [deposit(root, f"letter {n}", NOW + n) for n in range(3)]
+
+    receiver.start()
+
+    assert context.ids == [first.id]
+    assert queued(root) == [message.file_name for message in rest]
+
+
 def test_a_command_that_reads_lines_gets_the_last_line_of_the_text(tmp_path: Path) -> None:
     command = 'while read -r line; do printf "%s\\n" "$line"; done > "$OUT/lines.txt"'
     delivery = _delivery("the last line")

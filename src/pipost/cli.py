@@ -530,7 +530,7 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         name=options["--name"][-1] if "--name" in options else None,
         inbound=policy.inbound_mode(_mode_setting(ctx, "PI_POST_INBOUND", policy.Inbound)),
         resume=policy.resume_mode(_mode_setting(ctx, "PI_POST_RESUME", policy.Resume)),
-        say=lambda line: _warn(ctx, line),
+        say=lambda line: _warn_if_possible(ctx, line),
         also="--also" in options,
     )
     previous = {
@@ -539,7 +539,7 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
     }
     try:
         receiver.start()
-        _warn(ctx, f"listening as {receiver.address}")
+        _warn_if_possible(ctx, f"listening as {receiver.address}")
         receiver.serve()
     except listeners.AlreadyListening as running:
         pids = ", ".join(str(pid) for pid in running.pids)
@@ -586,6 +586,15 @@ def _mode_setting(ctx: Context, variable: str, modes: type[enum.Enum]) -> str | 
             f"taken as {policy.mode_word(modes, value)}",
         )
     return value
+
+
+def _warn_if_possible(ctx: Context, line: str) -> None:
+    """A receiving session's report: a session whose standard error is gone goes on
+    taking mail (INV-23), saying nothing."""
+    try:
+        _warn(ctx, line)
+    except (OSError, ValueError):  # ValueError: the stream was closed
+        pass
 
 
 def cmd_log(args: Sequence[str], ctx: Context) -> int:

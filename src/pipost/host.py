@@ -329,6 +329,9 @@ class Host:
             if held.dispose_or_hold():
                 del self._unreceipted[name]
         for claim in mailbox.claims(self.root, self.address):
+            if self._stop.is_set():  # a stop ends the drain: what is left stays queued
+                claim.release()
+                break
             retry = self._retries.get(claim.name)
             if retry is not None and retry.at > time.monotonic():
                 claim.release()
@@ -545,7 +548,9 @@ class ExecContext:
         env = dict(self.environ)
         env.update(
             PI_POST_MESSAGE_ID=message.id,
-            PI_POST_MESSAGE_FROM=message.sender.name,
+            # Spelled out as on a terminal: a NUL byte or a lone surrogate in a
+            # stranger's name must not keep the command from ever starting.
+            PI_POST_MESSAGE_FROM=format.visible(message.sender.name),
             PI_POST_MESSAGE_REPLY_TO=message.reply_to or "",
             PI_POST_WAKE="1" if delivery.wake else "0",
         )

@@ -5,13 +5,15 @@ one address never both take a message (INV-06)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import pytest
 
 from pipost import registry
 
-from .conftest import Exchange, SendResult, read_transcript
+from .conftest import WAIT_S, Exchange, Listener, SendResult, read_transcript
 
 pytestmark = pytest.mark.exchange
 
@@ -133,3 +135,35 @@ def test_when_one_of_two_listeners_on_an_address_stops_the_other_keeps_it_live(
     receipt = exchange.send(second.address, "still there?", label="hook").receipt()
     assert receipt.outcome == "delivered"
     assert second.next_json()["id"] == receipt.message_id
+
+
+def test_a_listener_whose_standard_error_is_gone_goes_on_taking_mail(
+    exchange: Exchange,
+) -> None:
+    """Its reports are for a person; a closed stderr (the terminal it started in has
+    gone) must not stop it receiving (INV-23)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every line it says now fails with EPIPE
+    try:
+        with open(write_end, "wb", closefd=False) as stderr:
+            process = exchange.spawn(
+                "listen",
+                "--session-id",
+                "no-stderr",
+                cwd=exchange.folder("no-stderr"),
+                stderr=stderr,
+            )
+    finally:
+        os.close(write_end)
+    nothing_said = exchange.base / "closed.stderr"  # what a reader of that stderr got
+    nothing_said.touch()
+    listener = Listener("no-stderr", process, nothing_said, stream=True)
+    exchange.wait_live(listener)
+
+    receipt = exchange.send(listener.address, "still there?").receipt()
+
+    assert listener.next_json()["id"] == receipt.message_id
+    assert receipt.outcome == "delivered"
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=WAIT_S) == 0

@@ -55,7 +55,10 @@ def test_sigterm_ends_a_running_command_and_leaves_its_message_queued(
     assert letter.exists(), "the message being handled was taken"
     assert exchange.queued(listener.address) == 1
     exchange.until(lambda: process_gone(child), "the command's child has ended")
-    assert listener.stderr() == f"pi-post: listening as {listener.address}\n"
+    assert listener.stderr() == (
+        f"pi-post: listening as {listener.address}\n"
+        f"pi-post: stopped; {listener.address} is offline\n"
+    )
 
 
 def test_a_command_past_the_exec_timeout_is_ended_said_and_retried(exchange: Exchange) -> None:
