@@ -43,6 +43,15 @@ Feature: pi-post doctor checks the post office, and changes nothing
     Then it exits 1, each finding of that document on a line of its own
     And the command wrote nothing
 
+  @INV-16 @INV-06
+  Scenario: a session with two listeners running is found, and nothing is written
+    Given "builder" has 2 listeners running
+    When at the shell I run pi-post doctor --json
+    Then it exits 1, printing a "doctor" document the shipped schema accepts
+    And the findings that need attention are, in any order, "listeners-several"
+    And the finding "listeners-several" is about "{builder.address}"
+    And the command wrote nothing
+
   @INV-16
   Scenario: a deposit in flight for less than 36 hours is not stale
     Given the mailbox of "dashboard" holds a deposit in flight untouched for 35 hours

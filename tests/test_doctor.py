@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import contract, doctor, files, mailbox
+from pipost import contract, doctor, files, listeners, mailbox
 from pipost.address import address_of
 from pipost.doctor import (
     ATTENTION,
@@ -76,6 +76,7 @@ def healthy(**changes: object) -> Facts:
         queued={ALICE.address: 3},
         temporaries=(Temporary(f"{ROOT}/inbox/{ALICE.address}/x.json.tmp", "x.json.tmp", 10),),
         drop_log=(2300, 0),
+        listening={ALICE.address: (4242,)},
     )
     return facts.replace(**changes)
 
@@ -112,6 +113,7 @@ def test_a_healthy_post_office_reads_so_line_by_line() -> None:
         "ok        records-ok: 2 sessions registered, 1 running; no record names a process that "
         "ended or hangs",
         "ok        mailboxes-ok: 3 letters queued; no mailbox holds 40 or more (the cap is 50)",
+        "ok        listeners-ok: 1 listener running; no session has more than one",
         f"ok        contract-ok: the wire contract is message schema v1, fingerprint "
         f"{FINGERPRINT}, as pinned",
         "healthy: nothing needs attention",
@@ -399,6 +401,17 @@ def test_elsewhere_their_absence_is_a_known_limit_not_a_fault() -> None:
     ]
 
 
+def test_a_session_with_two_listeners_is_reported_with_their_pids() -> None:
+    facts = healthy(listening={ALICE.address: (4242, 4250), BOB.address: (4300,)})
+    assert needing_attention(facts) == [
+        f"attention listeners-several: alice ({ALICE.address}) has 2 listeners (pids 4242, "
+        "4250): its mail is split between them, each message entering one of them — fix: if "
+        "that is not on purpose (pi-post listen --also), stop all but one: kill 4250"
+    ]
+    (several,) = [f for f in doctor.diagnose(facts) if f.code == "listeners-several"]
+    assert several.subject == ALICE.address
+
+
 def test_a_contract_that_differs_from_its_pin_is_reported() -> None:
     facts = healthy(contract=ContractFacts(1, FINGERPRINT, False))
     assert needing_attention(facts) == [
@@ -436,6 +449,7 @@ def test_every_code_is_reachable_and_every_finding_has_a_known_code() -> None:
         healthy(drop_log=(10**8, 0)),
         healthy(queued={ALICE.address: 40, BOB.address: 50}),
         healthy(contract=ContractFacts(1, FINGERPRINT, False)),
+        healthy(listening={ALICE.address: (4242, 4250)}),
         healthy(
             sessions=(
                 SessionFacts(ALICE.replace(pid=1), Presence.OFFLINE, None),
@@ -534,6 +548,7 @@ def test_a_tree_pi_post_made_is_healthy(tmp_path: Path) -> None:
         "mailbox",
         "quarantine",
         "log",
+        "listeners",
     ]
 
 
@@ -607,3 +622,23 @@ def test_the_contract_fact_is_the_pinned_contract(tmp_path: Path) -> None:
     pinned, _ = contract.load_pins()[contract.current_version()]
     assert (facts.contract.version, facts.contract.fingerprint) == (1, pinned)
     assert facts.contract.matches_pin
+
+
+def test_the_survey_counts_the_listeners_that_run_and_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a", pid=os.getpid()))
+    first = listeners.join(root, record.address)
+    second = listeners.join(root, record.address, beside_others=True)
+    gone = listeners.join(root, address_of("sess-b"))
+    gone.close()  # its file stays, unlocked: a listener that died
+    try:
+        before = tree_snapshot(root)
+        facts = survey(root)
+        assert tree_snapshot(root) == before
+    finally:
+        first.leave()
+        second.leave()
+    assert facts.listening == {record.address: (os.getpid(), os.getpid())}
+    assert [f.code for f in doctor.diagnose(facts) if f.severity == ATTENTION] == [
+        "listeners-several"
+    ]

@@ -5,6 +5,7 @@ CLI compatible with pi-post 0.7 to the same account (environment.py picks it).""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -420,6 +421,21 @@ def stale_record_write(context: Context, label: str, hours: str) -> None:
     temporary = me.root / "registry" / f".{me.addresses[label]}.c0ffee00.tmp"
     write_private(temporary, b'{"v":1,')
     _aged(temporary, int(hours))
+
+
+@given(f"{QUOTED} has (\\d+) listeners running")
+def listeners_running(context: Context, label: str, count: str) -> None:
+    """Listeners as pipost's own ``listeners/`` folder shows them (DESIGN §1): one
+    file each, named after its pid, held with an exclusive flock while it runs. This
+    process holds them until the scenario ends."""
+    me = shell(context)
+    folder = me.root / "listeners" / me.addresses[label]
+    for number in range(int(count)):
+        lock = folder / f"{os.getpid()}.{number:08x}.lock"
+        write_private(lock, b"")
+        held = os.open(lock, os.O_RDONLY)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        context.add_cleanup(os.close, held)
 
 
 @given(f"the quarantine of {QUOTED} holds {QUOTED}, set aside because {QUOTED}")

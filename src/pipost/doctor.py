@@ -21,7 +21,7 @@ import shlex
 import stat
 import sys
 
-from pipost import contract, files, format, mailbox, registry, watch
+from pipost import contract, files, format, listeners, mailbox, registry, watch
 from pipost.address import is_address, resume_handle
 from pipost.droplog import LIMIT as DROP_LOG_LIMIT
 from pipost.droplog import LOG_NAME, ROTATED_NAME
@@ -44,7 +44,7 @@ NEAR_CAP = mailbox.CAP * 4 // 5
 """A mailbox with 40 or more letters queued is near the cap of 50: four fifths full,
 ten sends from refusing every further one."""
 
-FOLDER_ROLES = ("root", "registry", "inbox", "mailbox", "quarantine", "log")
+FOLDER_ROLES = ("root", "registry", "inbox", "mailbox", "quarantine", "log", "listeners")
 FOLDER_FAULTS = ("symlink", "not-folder", "owner", "mode", "unreadable")
 
 CODES = frozenset(
@@ -74,6 +74,8 @@ CODES = frozenset(
         "mailboxes-ok",
         "mailbox-near-cap",
         "mailbox-full",
+        "listeners-ok",
+        "listeners-several",
         "contract-ok",
         "contract-mismatch",
     }
@@ -203,6 +205,7 @@ class Facts(Value):
         "temporaries",
         "quarantined",
         "drop_log",
+        "listening",
         "contract",
     )
     root: Final[str]
@@ -224,6 +227,8 @@ class Facts(Value):
     """Letters set aside per address."""
     drop_log: Final[tuple[int, int]]
     """Bytes in drops.jsonl and drops.jsonl.1 (0 when absent)."""
+    listening: Final[dict[str, tuple[int, ...]]]
+    """The pids of the listeners that run, by address (listeners.running)."""
     contract: Final[ContractFacts]
 
     def __init__(
@@ -241,6 +246,7 @@ class Facts(Value):
         temporaries: tuple[Temporary, ...] = (),
         quarantined: dict[str, int] | None = None,
         drop_log: tuple[int, int] = (0, 0),
+        listening: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
         self.root = root
         self.uid = uid
@@ -255,6 +261,7 @@ class Facts(Value):
         self.temporaries = temporaries
         self.quarantined = {} if quarantined is None else quarantined
         self.drop_log = drop_log
+        self.listening = {} if listening is None else listening
 
     def folder(self, role: str) -> FolderFacts | None:
         """The first folder of ``role`` that was looked at."""
@@ -584,6 +591,36 @@ def check_mailboxes(facts: Facts) -> list[Finding]:
     ]
 
 
+def check_listeners(facts: Facts) -> list[Finding]:
+    if not facts.usable("root"):
+        return []
+    found = _problems_of(facts, "listeners")
+    names = _names(facts)
+    for address, pids in sorted(facts.listening.items()):
+        if len(pids) < 2:
+            continue
+        listed = ", ".join(map(str, pids))
+        text = (
+            f"{_who(names, address)} has {len(pids)} listeners (pids {listed}): its mail is "
+            "split between them, each message entering one of them"
+        )
+        fix = (
+            "if that is not on purpose (pi-post listen --also), stop all but one: "
+            f"kill {' '.join(map(str, pids[1:]))}"
+        )
+        found.append(Finding("listeners-several", ATTENTION, text, fix, address))
+    if found:
+        return found
+    running = sum(len(pids) for pids in facts.listening.values())
+    return [
+        Finding(
+            "listeners-ok",
+            OK,
+            f"{_plural(running, 'listener')} running; no session has more than one",
+        )
+    ]
+
+
 def check_contract(facts: Facts) -> list[Finding]:
     wire = facts.contract
     said = f"message schema v{wire.version}, fingerprint {wire.fingerprint}"
@@ -611,6 +648,7 @@ CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
     check_drop_log,
     check_records,
     check_mailboxes,
+    check_listeners,
     check_contract,
 )
 
@@ -667,7 +705,7 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
     """Look at the post office under ``root``, the machine and the contract, changing
     nothing (INV-16). A folder pipost would refuse is noted, never entered."""
     path = files.root_path(root)
-    seen = _Survey(now, processes)
+    seen = _Survey(path, now, processes)
     top = seen.open(None, path, "root")
     if top is not None:
         with top:
@@ -691,11 +729,13 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
         temporaries=tuple(seen.temporaries),
         quarantined=seen.quarantined,
         drop_log=seen.drop_log,
+        listening=seen.listening,
     )
 
 
 class _Survey:
-    def __init__(self, now: int, processes: ProcessTable) -> None:
+    def __init__(self, root: str, now: int, processes: ProcessTable) -> None:
+        self.root = root
         self.now = now
         self.processes = processes
         self.uid = os.geteuid()
@@ -705,6 +745,7 @@ class _Survey:
         self.temporaries: list[Temporary] = []
         self.quarantined: dict[str, int] = {}
         self.drop_log = (0, 0)
+        self.listening: dict[str, tuple[int, ...]] = {}
 
     def open(
         self, parent: Folder | None, name: str, role: str, address: str | None = None
@@ -773,6 +814,16 @@ class _Survey:
         if found is not None:
             with self.reading(found) as folder:
                 self.drop_log = (_size_of(folder, LOG_NAME), _size_of(folder, ROTATED_NAME))
+        found = self.open(top, "listeners", "listeners")
+        if found is not None:
+            with self.reading(found) as folder:
+                for address in sorted(name for name in folder.names() if is_address(name)):
+                    try:
+                        pids = listeners.running(self.root, address)
+                    except OSError:  # a symlink or a stranger's folder: not entered
+                        continue
+                    if pids:
+                        self.listening[address] = tuple(pids)
 
     def _session(self, record: Record) -> SessionFacts:
         token = None if record.pid is None else self.processes.start_token(record.pid)
