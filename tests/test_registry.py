@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -189,6 +190,21 @@ def test_os_process_table_knows_a_dead_process_is_gone() -> None:
         child.kill()
         child.wait(timeout=60)  # reaped: the pid names no process now
     assert OsProcessTable().start_token(child.pid) is None
+
+
+def test_os_process_table_takes_an_ended_process_not_yet_reaped_for_gone() -> None:
+    """A listener killed whose parent has not waited for it yet (or whose init does not
+    reap) is a zombie: its pid and start time are still there, its session is not."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        stat_path = Path(f"/proc/{child.pid}/stat")
+        deadline = time.monotonic() + 30
+        while stat_path.read_bytes().rsplit(b") ", 1)[1][:1] != b"Z":
+            assert time.monotonic() < deadline, "the child never ended"
+            time.sleep(0.01)
+        assert OsProcessTable().start_token(child.pid) is None
+    finally:
+        child.wait(timeout=60)
 
 
 def test_os_process_table_refuses_pids_that_name_no_single_process() -> None:

@@ -143,9 +143,11 @@ class OsProcessTable:
                 raw = stat_file.read()
         except OSError:
             return ""
-        # Field 22 (starttime) counts from after the parenthesised command name,
-        # which may itself hold spaces and parentheses.
+        # Fields count from after the parenthesised command name, which may itself
+        # hold spaces and parentheses: field 3 is the state, 22 the start time.
         fields = raw[raw.rfind(b")") + 2 :].split()
+        if fields and fields[0] in (b"Z", b"X"):
+            return None  # ended, waiting to be reaped: it will never beat again
         return fields[19].decode() if len(fields) > 19 else ""
 
 
