@@ -517,8 +517,8 @@ def test_version_of_a_pipost_that_is_not_installed_is_an_error(
 def test_the_overview_shows_every_option_of_listen_and_the_version(tmp_path: Path) -> None:
     overview = run(["help"], tmp_path / "post").stdout
     assert (
-        "       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]\n"
-        "                      [--transcript <file> | --exec <command>]\n"
+        "       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>] [--also]\n"
+        "                      [--transcript <file> | --exec <command> [--exec-timeout <seconds>]]\n"
     ) in overview
     assert "       pi-post --version\n" in overview
 

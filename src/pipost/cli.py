@@ -122,7 +122,8 @@ PI_POST_INBOUND=accept|ask|refuse and PI_POST_RESUME=wake|stage apply.
 usage: pi-post log [--json]
 
 Show the messages receiving sessions dropped or set aside, with the reason
-(never the body), oldest first.
+(never the body), oldest first; also letters a session had to leave queued
+because it could not remove them once taken (reason "kept: ...").
 
   --json   print one JSON document instead (docs/json.md): per drop its time,
            address, letter, sender and reason
@@ -185,8 +186,8 @@ a writer which died left behind: those untouched for more than 36 hours.
 
 OVERVIEW = (
     USAGE
-    + """       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>]
-                      [--transcript <file> | --exec <command>]
+    + """       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>] [--also]
+                      [--transcript <file> | --exec <command> [--exec-timeout <seconds>]]
        pi-post log | quarantine | doctor | sweep | demo | driver | contract | help [<command>]
        pi-post --version
 
