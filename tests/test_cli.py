@@ -518,7 +518,8 @@ def test_the_overview_shows_every_option_of_listen_and_the_version(tmp_path: Pat
     overview = run(["help"], tmp_path / "post").stdout
     assert (
         "       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>] [--also]\n"
-        "                      [--transcript <file> | --exec <command> [--exec-timeout <seconds>]]\n"
+        "                      [--transcript <file> | --exec <command>"
+        " [--exec-timeout <seconds>]]\n"
     ) in overview
     assert "       pi-post --version\n" in overview
 
