@@ -8,6 +8,8 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -190,3 +192,18 @@ def unprivileged_scratch() -> Iterator[Path]:
         for folder, _, _ in os.walk(scratch):
             os.chmod(folder, 0o700)
         shutil.rmtree(scratch)
+
+
+def python_in(root: Path, code: str) -> str:
+    """What ``code`` prints, run by a fresh interpreter with PI_POST_DIR at ``root``
+    and nothing else of this environment: what a command imports shows only in a
+    process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PI_POST_DIR": str(root), "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout

@@ -34,6 +34,7 @@ from tests.helpers import (
     made,
     make_message,
     make_record,
+    python_in,
     tree_snapshot,
     unprivileged,
     unprivileged_scratch,
@@ -876,15 +877,8 @@ def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
         f"code = main(['send', '--to', {address!r}, '--body', 'x'])\n"
         "print(code, ' '.join(sorted(sys.modules)))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={"PI_POST_DIR": str(root), "PATH": os.environ.get("PATH", "")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    receipt, modules = done.stdout.splitlines()
+    printed = python_in(root, probe)
+    receipt, modules = printed.splitlines()
     code, *loaded = modules.split()
     assert receipt.startswith(f"queued {address} ") and code == "0"
     assert mailbox.count(root, address) == 1  # the probe really sent

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,14 @@ from pipost import cli, doctor, droplog, mailbox, schemas
 from pipost.address import address_of
 from pipost.droplog import Drop
 from pipost.message import Sender, new_message
-from tests.helpers import NOW, FakeProcessTable, make_message, make_record, write_record
+from tests.helpers import (
+    NOW,
+    FakeProcessTable,
+    make_message,
+    make_record,
+    python_in,
+    write_record,
+)
 from tests.test_cli import LIVE_PID, Ran, Tree, run
 from tests.test_cli import tree as tree  # the fixture of test_cli's reading tests
 
@@ -283,12 +288,5 @@ def test_the_text_of_the_reading_commands_loads_no_json(tmp_path: Path) -> None:
         f"codes = [main([c, {record.address!r}]) for c in ('resolve', 'peek')] + [main(['list'])]\n"
         "print(codes, 'json' in sys.modules, 'pipost.documents' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={"PI_POST_DIR": str(root), "PATH": os.environ.get("PATH", "")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert done.stdout.splitlines()[-1] == "[0, 0, 0] False False"
+    printed = python_in(root, probe)
+    assert printed.splitlines()[-1] == "[0, 0, 0] False False"
