@@ -167,9 +167,9 @@ usage: pi-post doctor [--json]
 Check the health of the post office and change nothing: the folders (symlinks,
 owner, mode), the kernel watch, process start times, stale temporary files, the
 quarantine and the drop log, records naming a process that ended or hangs,
-mailboxes near the cap (40 or more of 50 queued), and the wire contract. One
-finding per line, with its fix; exit 0 when nothing needs attention, 1 when
-something does.
+mailboxes near the cap (40 or more of 50 queued), sessions with more than one
+listener running, and the wire contract. One finding per line, with its fix;
+exit 0 when nothing needs attention, 1 when something does.
 
   --json   print one JSON document instead (docs/json.md): per finding a stable
            code, its severity (ok or attention), the text and the fix
