@@ -145,11 +145,25 @@ UNPRIVILEGED_USER = "nobody"
 UNPRIVILEGED_GROUP = "nogroup"
 
 
+PIPOST_COMMAND = (sys.executable, "-m", "pipost")
+"""pipost's command line as the tests run it."""
+
+
 def unprivileged(command: Sequence[str]) -> list[str]:
     """``command``, run by a user whom a read-only folder stops: root (as CI runs)
-    ignores mode bits, so under root it runs as nobody; anyone else runs it as is."""
+    ignores mode bits, so under root it runs as nobody; anyone else runs it as is.
+
+    That user may not be able to enter the checkout (CI clones into a folder only
+    root can enter): pipost's command line then runs from a copy of the package
+    that anyone can read."""
     if os.geteuid() != 0:
         return list(command)
+    if tuple(command[: len(PIPOST_COMMAND)]) == PIPOST_COMMAND:
+        launch = (
+            f"import sys; sys.path.insert(0, {str(_readable_package())!r}); "
+            "from pipost.cli import exit_now, main; exit_now(main())"
+        )
+        command = [sys.executable, "-c", launch, *command[len(PIPOST_COMMAND) :]]
     return [
         "setpriv",
         f"--reuid={UNPRIVILEGED_USER}",
@@ -157,6 +171,32 @@ def unprivileged(command: Sequence[str]) -> list[str]:
         "--clear-groups",
         *command,
     ]
+
+
+_readable_copy: list[Path] = []
+
+
+def _readable_package() -> Path:
+    """The folder of a copy of the pipost package under test, readable by anyone:
+    made once per test process, removed when it ends."""
+    if not _readable_copy:
+        import atexit
+
+        import pipost
+
+        folder = Path(tempfile.mkdtemp(prefix="pipost-code-"))
+        atexit.register(shutil.rmtree, folder, True)
+        shutil.copytree(
+            Path(pipost.__file__).parent,
+            folder / "pipost",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        for place, _, names in os.walk(folder):
+            os.chmod(place, 0o755)
+            for name in names:
+                os.chmod(os.path.join(place, name), 0o644)
+        _readable_copy.append(folder)
+    return _readable_copy[0]
 
 
 def unprivileged_uid() -> int:
