@@ -2,9 +2,16 @@
 catch it (``nox -s mutants``).
 
 A fault is a textual edit of src/pipost: the exact ``old`` text (which must occur
-exactly once) and what replaces it. For each fault the sources, tests and features
-are copied to a scratch folder, the edit is applied there, and the fault's selection
-(pytest node ids or paths, behave feature files) runs with the copy's src first on
+exactly once) and what replaces it. What should catch it is chosen by name, never by
+line number, so that editing a file elsewhere cannot change what a fault runs: pytest
+tests by file and function name (every parameter of the function included), behave
+scenarios by feature file, by name (behave's ``--name``) or by tag. Before anything
+runs the table is checked against the repository: every ``old`` text occurs exactly
+once, every selected test collects, every scenario name and tag matches a scenario;
+a problem is said with its fault, its file and what to do, and nothing runs.
+
+For each fault the sources, tests and features are copied to a scratch folder, the
+edit is applied there, and the fault's selection runs with the copy's src first on
 PYTHONPATH, so that the editable install of the real sources cannot shadow it (this
 is checked before every run). Killed means a selected test failed (or the run hung
 past the timeout); survived means every selected test passed, which is a test
@@ -14,7 +21,7 @@ counts as a failure. The selections are first run on an unedited copy: a fault
 
 Usage: python tools/mutants.py [FAULT ...] [--timeout SECONDS]
 Exits 0 when every fault was killed, 1 when one survived or could not be judged,
-2 when the table itself no longer matches the sources.
+2 when the table itself no longer matches the sources or the suite.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from behave.parser import parse_file
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = Path("src") / "pipost"
@@ -49,12 +58,55 @@ class Edit:
 
 
 @dataclass(frozen=True)
+class Tests:
+    """Pytest tests of one file by function name (each with every parameter it
+    takes), or the whole file when no name is given."""
+
+    file: str
+    names: tuple[str, ...] = ()
+
+    def node_ids(self) -> list[str]:
+        return [f"{self.file}::{name}" for name in self.names] or [self.file]
+
+    def __str__(self) -> str:
+        return ", ".join(node.removeprefix("tests/") for node in self.node_ids())
+
+
+@dataclass(frozen=True)
+class Scenarios:
+    """Behave scenarios under ``path`` (a feature file, or the features folder) whose
+    name ``name`` matches and that carry ``tag``; either filter may be left out."""
+
+    path: str
+    name: str | None = None
+    """A regular expression searched in each scenario's name, as behave's ``--name``
+    does: an outline's scenarios are named after the outline with its values in."""
+    tag: str | None = None
+    """A tag without its ``@``, the scenario's own or its feature's."""
+
+    def filters(self) -> list[str]:
+        """Behave's options for the filters (the path is given apart)."""
+        by_name = ["--name", self.name] if self.name is not None else []
+        by_tag = [f"--tags=@{self.tag}"] if self.tag is not None else []
+        return by_name + by_tag
+
+    def __str__(self) -> str:
+        where = self.path.removeprefix("features").removeprefix("/")
+        by_name = f" named /{self.name}/" if self.name is not None else ""
+        by_tag = f" @{self.tag}" if self.tag is not None else ""
+        return f"{where}{by_name}{by_tag}".strip()
+
+
+Selection = Tests | Scenarios
+
+
+@dataclass(frozen=True)
 class Fault:
     name: str
     edits: tuple[Edit, ...]
-    selection: tuple[str, ...]
-    """Pytest node ids or paths; behave feature files, or ``file.feature:line`` for one
-    scenario. Pytest runs first and stops at the first failure."""
+    selection: tuple[Selection, ...]
+    """What should catch the fault. Pytest runs first and stops at the first failure,
+    then behave, once for each kind of filter."""
 
     @property
     def files(self) -> str:
@@ -65,10 +117,29 @@ def _one(file: str, old: str, new: str) -> tuple[Edit, ...]:
     return (Edit(file, old, new),)
 
 
-HOST_TESTS = "tests/test_host.py"
-MAILBOX_TESTS = "tests/test_mailbox.py"
-REGISTRY_TESTS = "tests/test_registry.py"
-SET_ASIDE_OUTLINE = "features/bad_input.feature:58"
+def tests(file: str, *names: str) -> Tests:
+    return Tests(f"tests/{file}", names)
+
+
+def feature(file: str) -> Scenarios:
+    return Scenarios(f"features/{file}")
+
+
+def scenarios(file: str, name: str) -> Scenarios:
+    return Scenarios(f"features/{file}", name=name)
+
+
+def tagged(tag: str) -> Scenarios:
+    """Every scenario with the tag, in whichever feature it is."""
+    return Scenarios("features", tag=tag)
+
+
+HOST_TESTS = "test_host.py"
+MAILBOX_TESTS = "test_mailbox.py"
+REGISTRY_TESTS = "test_registry.py"
+SET_ASIDE_OUTLINE = scenarios(
+    "bad_input.feature", "^a letter with .+ set to .+ is set aside, and the mail behind it flows"
+)
 """The outline "a letter with <field> set to <value> is set aside, and the mail behind
 it flows": a bad letter of each kind, kept byte for byte outside the mailboxes."""
 
@@ -84,18 +155,21 @@ FAULTS: tuple[Fault, ...] = (
             "        claim.dispose()\n",
         ),
         (
-            f"{HOST_TESTS}::test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff",
-            f"{HOST_TESTS}::test_a_raising_context_never_loses_mail",
-            "features/receiving.feature",
+            tests(
+                HOST_TESTS,
+                "test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff",
+                "test_a_raising_context_never_loses_mail",
+            ),
+            feature("receiving.feature"),
         ),
     ),
     Fault(
         "a shared claim lock",
         _one("files.py", "fcntl.LOCK_EX | fcntl.LOCK_NB", "fcntl.LOCK_SH | fcntl.LOCK_NB"),
         (
-            "tests/test_files.py::test_try_lock_is_exclusive_while_held",
-            f"{MAILBOX_TESTS}::test_a_claim_is_exclusive_until_disposed",
-            f"{HOST_TESTS}::test_two_receivers_on_one_address_enter_every_letter_exactly_once",
+            tests("test_files.py", "test_try_lock_is_exclusive_while_held"),
+            tests(MAILBOX_TESTS, "test_a_claim_is_exclusive_until_disposed"),
+            tests(HOST_TESTS, "test_two_receivers_on_one_address_enter_every_letter_exactly_once"),
         ),
     ),
     Fault(
@@ -113,8 +187,8 @@ FAULTS: tuple[Fault, ...] = (
             "",
         ),
         (
-            f"{MAILBOX_TESTS}::test_a_claim_is_exclusive_until_disposed",
-            f"{HOST_TESTS}::test_two_receivers_on_one_address_enter_every_letter_exactly_once",
+            tests(MAILBOX_TESTS, "test_a_claim_is_exclusive_until_disposed"),
+            tests(HOST_TESTS, "test_two_receivers_on_one_address_enter_every_letter_exactly_once"),
         ),
     ),
     Fault(
@@ -130,7 +204,7 @@ FAULTS: tuple[Fault, ...] = (
             "            try:\n"
             "                with folder.lock():\n",
         ),
-        (f"{MAILBOX_TESTS}::test_racing_sender_processes_never_overfill_a_mailbox",),
+        (tests(MAILBOX_TESTS, "test_racing_sender_processes_never_overfill_a_mailbox"),),
     ),
     Fault(
         "a sweep that deletes a non-empty mailbox",
@@ -145,8 +219,8 @@ FAULTS: tuple[Fault, ...] = (
             ),
         ),
         (
-            f"{REGISTRY_TESTS}::test_a_mailbox_with_mail_is_never_removed",
-            "features/sweeps.feature",
+            tests(REGISTRY_TESTS, "test_a_mailbox_with_mail_is_never_removed"),
+            tagged("INV-17"),
         ),
     ),
     Fault(
@@ -157,8 +231,10 @@ FAULTS: tuple[Fault, ...] = (
             " and now - last_seen > SWEEP_AFTER_MS\n",
         ),
         (
-            f"{REGISTRY_TESTS}::test_mail_of_a_session_offline_for_a_year_is_kept_with_its_record",
-            "features/sweeps.feature",
+            tests(
+                REGISTRY_TESTS, "test_mail_of_a_session_offline_for_a_year_is_kept_with_its_record"
+            ),
+            tagged("INV-17"),
         ),
     ),
     Fault(
@@ -169,7 +245,7 @@ FAULTS: tuple[Fault, ...] = (
             "    durable = False  # forced: no fsync of the letter, no flush of the folder\n"
             "    data = encode(message)\n    checked(address)\n",
         ),
-        ("tests/invariants/test_power_loss.py",),
+        (tests("invariants/test_power_loss.py"),),
     ),
     Fault(
         "a deposit that never flushes its folder",
@@ -178,7 +254,7 @@ FAULTS: tuple[Fault, ...] = (
             "                    if durable:\n                        folder.flush()\n",
             "",
         ),
-        ("tests/invariants/test_power_loss.py",),
+        (tests("invariants/test_power_loss.py"),),
     ),
     Fault(
         "a guard that never drops",
@@ -189,10 +265,13 @@ FAULTS: tuple[Fault, ...] = (
             "        return DELIVER\n",
         ),
         (
-            "tests/test_policy.py::test_an_identical_body_within_10_s_is_dropped_and_accepted_after",
-            "tests/test_policy.py::test_the_9th_message_within_30_s_is_dropped",
-            f"{HOST_TESTS}::test_an_identical_body_from_one_sender_within_10_s_is_dropped",
-            "features/receiving.feature",
+            tests(
+                "test_policy.py",
+                "test_an_identical_body_within_10_s_is_dropped_and_accepted_after",
+                "test_the_9th_message_within_30_s_is_dropped",
+            ),
+            tests(HOST_TESTS, "test_an_identical_body_from_one_sender_within_10_s_is_dropped"),
+            tagged("INV-18"),
         ),
     ),
     Fault(
@@ -203,7 +282,7 @@ FAULTS: tuple[Fault, ...] = (
             "else Presence.STALLED\n",
             "    return Presence.LIVE\n",
         ),
-        (f"{REGISTRY_TESTS}::test_presence", "features/registry_presence.feature"),
+        (tests(REGISTRY_TESTS, "test_presence"), feature("registry_presence.feature")),
     ),
     Fault(
         "presence ignores a recycled pid",
@@ -212,7 +291,7 @@ FAULTS: tuple[Fault, ...] = (
             "    if record.pid_start and token and token != record.pid_start:\n",
             "    if False:\n",
         ),
-        (f"{REGISTRY_TESTS}::test_presence", "features/registry_presence.feature"),
+        (tests(REGISTRY_TESTS, "test_presence"), feature("registry_presence.feature")),
     ),
     Fault(
         "resolution picks the first of several matches",
@@ -224,9 +303,12 @@ FAULTS: tuple[Fault, ...] = (
             "    return Target(remaining[0].address, remaining[0])\n",
         ),
         (
-            "tests/test_resolve.py::test_ambiguity_is_refused_listing_every_candidate",
-            "tests/test_resolve.py::test_resolve_is_total_and_never_picks_among_equals",
-            "features/resolution.feature",
+            tests(
+                "test_resolve.py",
+                "test_ambiguity_is_refused_listing_every_candidate",
+                "test_resolve_is_total_and_never_picks_among_equals",
+            ),
+            feature("resolution.feature"),
         ),
     ),
     Fault(
@@ -238,7 +320,7 @@ FAULTS: tuple[Fault, ...] = (
             "",
         ),
         (
-            "tests/test_message.py::test_parse_rejects",
+            tests("test_message.py", "test_parse_rejects"),
             SET_ASIDE_OUTLINE,
         ),
     ),
@@ -249,7 +331,7 @@ FAULTS: tuple[Fault, ...] = (
             "                    if queued >= CAP:\n",
             "                    if queued > CAP:\n",
         ),
-        (f"{MAILBOX_TESTS}::test_deposit_refuses_the_51st_letter_and_writes_nothing",),
+        (tests(MAILBOX_TESTS, "test_deposit_refuses_the_51st_letter_and_writes_nothing"),),
     ),
     Fault(
         "readers see temporary files",
@@ -258,7 +340,7 @@ FAULTS: tuple[Fault, ...] = (
             '    return name.endswith(SUFFIX) and not name.startswith(".")\n',
             '    return not name.startswith(".")\n',
         ),
-        (f"{MAILBOX_TESTS}::test_temporary_and_dot_files_are_invisible_to_readers",),
+        (tests(MAILBOX_TESTS, "test_temporary_and_dot_files_are_invisible_to_readers"),),
     ),
     Fault(
         "a deposit replaces a letter with the same id",
@@ -271,7 +353,7 @@ FAULTS: tuple[Fault, ...] = (
             "                        )\n",
             "",
         ),
-        (f"{MAILBOX_TESTS}::test_deposit_never_replaces_a_letter_with_the_same_id",),
+        (tests(MAILBOX_TESTS, "test_deposit_never_replaces_a_letter_with_the_same_id"),),
     ),
     Fault(
         "a bad letter is destroyed, not set aside",
@@ -281,7 +363,9 @@ FAULTS: tuple[Fault, ...] = (
             "                inbox.unlink(name)\n",
         ),
         (
-            f"{HOST_TESTS}::test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered",
+            tests(
+                HOST_TESTS, "test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered"
+            ),
             SET_ASIDE_OUTLINE,
         ),
     ),
@@ -293,8 +377,11 @@ FAULTS: tuple[Fault, ...] = (
             "            elif False:\n",
         ),
         (
-            f"{HOST_TESTS}::test_a_context_with_a_ledger_is_not_entered_again_after_a_crash",
-            f"{HOST_TESTS}::test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once",
+            tests(
+                HOST_TESTS,
+                "test_a_context_with_a_ledger_is_not_entered_again_after_a_crash",
+                "test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once",
+            ),
         ),
     ),
     Fault(
@@ -305,8 +392,11 @@ FAULTS: tuple[Fault, ...] = (
             "",
         ),
         (
-            f"{HOST_TESTS}::test_a_refused_letter_is_logged_without_its_body_before_the_unlink",
-            f"{HOST_TESTS}::test_a_duplicate_is_logged_without_its_body_before_the_unlink",
+            tests(
+                HOST_TESTS,
+                "test_a_refused_letter_is_logged_without_its_body_before_the_unlink",
+                "test_a_duplicate_is_logged_without_its_body_before_the_unlink",
+            ),
         ),
     ),
     Fault(
@@ -317,8 +407,8 @@ FAULTS: tuple[Fault, ...] = (
             "    os.unlink(record_path(root, record.address))\n    return offline\n",
         ),
         (
-            f"{REGISTRY_TESTS}::test_shutdown_keeps_the_record_without_its_pid",
-            f"{HOST_TESTS}::test_start_registers_a_live_record_and_stop_keeps_it_offline",
+            tests(REGISTRY_TESTS, "test_shutdown_keeps_the_record_without_its_pid"),
+            tests(HOST_TESTS, "test_start_registers_a_live_record_and_stop_keeps_it_offline"),
         ),
     ),
     Fault(
@@ -330,7 +420,7 @@ FAULTS: tuple[Fault, ...] = (
             "    return address\n",
             "    return address\n",
         ),
-        (f"{MAILBOX_TESTS}::test_deposit_refuses_an_address_that_is_not_one",),
+        (tests(MAILBOX_TESTS, "test_deposit_refuses_an_address_that_is_not_one"),),
     ),
     Fault(
         "entry before making sure the letter can be removed",
@@ -338,8 +428,10 @@ FAULTS: tuple[Fault, ...] = (
             "host.py", "        obstacle = claim.why_undisposable()\n", "        obstacle = None\n"
         ),
         (
-            f"{HOST_TESTS}::test_a_mailbox_that_cannot_be_written_keeps_its_letters_untouched"
-            "_and_says_so_once",
+            tests(
+                HOST_TESTS,
+                "test_a_mailbox_that_cannot_be_written_keeps_its_letters_untouched_and_says_so_once",
+            ),
         ),
     ),
     Fault(
@@ -350,8 +442,10 @@ FAULTS: tuple[Fault, ...] = (
             "            claim.release()\n",
         ),
         (
-            f"{HOST_TESTS}::test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken"
-            "_by_another",
+            tests(
+                HOST_TESTS,
+                "test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_another",
+            ),
         ),
     ),
     Fault(
@@ -362,55 +456,165 @@ FAULTS: tuple[Fault, ...] = (
             "                if False:\n",
         ),
         (
-            "tests/test_listeners.py",
-            f"{HOST_TESTS}::test_a_second_listener_is_refused_while_the_first_runs_and_changes_nothing",
+            tests("test_listeners.py"),
+            tests(
+                HOST_TESTS,
+                "test_a_second_listener_is_refused_while_the_first_runs_and_changes_nothing",
+            ),
         ),
     ),
     Fault(
         "shutdown marks the record offline while another listener runs",
         _one("host.py", "            for pid in self._peers():\n", "            for pid in []:\n"),
         (
-            f"{HOST_TESTS}::test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a"
-            "_listener_that_runs",
+            tests(
+                HOST_TESTS,
+                "test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listener"
+                "_that_runs",
+            ),
         ),
     ),
 )
 
 
-# -- applying a fault -------------------------------------------------------------------
+# -- checking the table ----------------------------------------------------------------
 
 
 class TableError(Exception):
-    """The table no longer matches the sources: an ``old`` text is missing or repeated."""
+    """The table no longer matches the repository: an ``old`` text missing or repeated,
+    or a selection that names nothing."""
 
 
-def occurrences(edit: Edit, source_root: Path) -> int:
-    return (source_root / PACKAGE / edit.file).read_text(encoding="utf-8").count(edit.old)
+def edit_problem(fault: Fault, edit: Edit, source_root: Path) -> str | None:
+    """Why the edit cannot be applied to the sources under source_root, said with the
+    fault, the file and what to do; None when its old text occurs exactly once."""
+    path = source_root / PACKAGE / edit.file
+    where = f"fault {fault.name!r}: {PACKAGE / edit.file}"
+    if not path.is_file():
+        return (
+            f"{where} does not exist; point the edit at the module that now holds "
+            f"the code it breaks, starting {first_line(edit.old)!r}"
+        )
+    found = path.read_text(encoding="utf-8").count(edit.old)
+    if found == 0:
+        return (
+            f"{where} no longer contains the old text starting {first_line(edit.old)!r}; "
+            "rewrite the edit's old and new texts from the current source so that the "
+            "fault breaks the same rule"
+        )
+    if found > 1:
+        return (
+            f"{where} contains the old text starting {first_line(edit.old)!r} {found} "
+            "times; widen it with neighbouring lines until it occurs once"
+        )
+    return None
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)
+
+
+def edit_problems(fault: Fault, source_root: Path) -> list[str]:
+    return [
+        problem
+        for edit in fault.edits
+        if (problem := edit_problem(fault, edit, source_root)) is not None
+    ]
+
+
+def collected_tests(faults: Iterable[Fault], repo: Path) -> set[str]:
+    """The node ids pytest collects from every test file the faults select, in one
+    collection run."""
+    files = sorted(
+        {
+            item.file
+            for fault in faults
+            for item in fault.selection
+            if isinstance(item, Tests) and (repo / item.file).is_file()
+        }
+    )
+    if not files:
+        return set()
+    # One -q lists node ids; the -q of the project's addopts on top would list files.
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts="]
+    done = subprocess.run(
+        [*collect, "-p", "no:cacheprovider", *files],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode not in (0, 5):  # 5: a file without tests, reported per selection
+        raise TableError(f"pytest cannot collect the selected test files:\n{tail(done.stdout)}")
+    return {line for line in done.stdout.splitlines() if "::" in line}
+
+
+def matching_scenarios(selection: Scenarios, repo: Path) -> list[str]:
+    """The names of the scenarios the selection runs, matched as behave matches them
+    (the outlines' scenarios one by one)."""
+    path = repo / selection.path
+    files = sorted(path.glob("*.feature")) if path.is_dir() else [path]
+    name = re.compile(selection.name) if selection.name is not None else None
+    return [
+        scenario.name
+        for file in files
+        if (parsed := parse_file(str(file))) is not None  # type: ignore[no-untyped-call]
+        for scenario in parsed.walk_scenarios()
+        if (name is None or name.search(scenario.name))
+        and (selection.tag is None or selection.tag in scenario.effective_tags)
+    ]
+
+
+def selection_problem(item: Selection, repo: Path, collected: set[str]) -> str | None:
+    """What is wrong with one selection, with what to do; None when it names tests or
+    scenarios that exist."""
+    if isinstance(item, Tests):
+        if not (repo / item.file).is_file():
+            return f"{item.file} does not exist; select the tests where they live now"
+        missing = [node for node in item.node_ids() if not collects(node, collected)]
+        if missing:
+            return (
+                f"pytest collects no test {', '.join(missing)}; if it was renamed or moved, "
+                "select it by its current name, else select the test that now catches the fault"
+            )
+        return None
+    if not (repo / item.path).exists():
+        return f"{item.path} does not exist; select the scenarios where they live now"
+    if not matching_scenarios(item, repo):
+        return (
+            f"no scenario matches {item}; if it was renamed or retagged, select it by its "
+            "current name or tag, else select the scenario that now catches the fault"
+        )
+    return None
+
+
+def collects(node: str, collected: set[str]) -> bool:
+    """The node (a file, or a function in it) is collected, with one test or more:
+    its parameters, or its functions."""
+    return any(found == node or found.startswith((f"{node}::", f"{node}[")) for found in collected)
+
+
+def selection_problems(fault: Fault, repo: Path, collected: set[str]) -> list[str]:
+    return [
+        f"fault {fault.name!r}: {problem}"
+        for item in fault.selection
+        if (problem := selection_problem(item, repo, collected)) is not None
+    ]
 
 
 def check_table(faults: Sequence[Fault], repo: Path) -> None:
+    """Every edit applies and every selection names something, or a TableError
+    saying each problem."""
+    collected = collected_tests(faults, repo)
     problems = [
-        f"{fault.name}: old text occurs {found} times in {edit.file}"
+        problem
         for fault in faults
-        for edit in fault.edits
-        if (found := occurrences(edit, repo)) != 1
+        for problem in (*edit_problems(fault, repo), *selection_problems(fault, repo, collected))
     ]
     if problems:
         raise TableError("\n".join(problems))
 
 
-def missing_tests(fault: Fault, repo: Path) -> list[str]:
-    """Selected test files that do not exist (yet): such a fault cannot be judged."""
-    return [item for item in fault.selection if not (repo / file_of(item)).exists()]
-
-
-def file_of(item: str) -> str:
-    """The file of a pytest node id (``path::test``) or a behave location (``path:line``)."""
-    return re.sub(r":\d+$", "", item.split("::")[0])
-
-
-def is_feature(item: str) -> bool:
-    return file_of(item).endswith(".feature")
+# -- applying a fault -------------------------------------------------------------------
 
 
 def copy_repo(repo: Path, target: Path) -> None:
@@ -426,10 +630,11 @@ def copy_repo(repo: Path, target: Path) -> None:
 
 def apply(fault: Fault, copy: Path) -> None:
     for edit in fault.edits:
+        problem = edit_problem(fault, edit, copy)
+        if problem is not None:
+            raise TableError(problem)
         path = copy / PACKAGE / edit.file
         text = path.read_text(encoding="utf-8")
-        if text.count(edit.old) != 1:
-            raise TableError(f"{fault.name}: old text is not exactly once in {edit.file}")
         path.write_text(text.replace(edit.old, edit.new), encoding="utf-8")
     for edit in fault.edits:  # a fault that does not even compile would be "killed" for nothing
         path = copy / PACKAGE / edit.file
@@ -476,19 +681,24 @@ class Run:
     seconds: float
 
 
-def commands(selection: Sequence[str]) -> list[list[str]]:
-    """Pytest first (stopping at the first failure), then behave, for what is selected."""
-    tests = [item for item in selection if not is_feature(item)]
-    features = [item for item in selection if is_feature(item)]
+def commands(selection: Sequence[Selection]) -> list[list[str]]:
+    """Pytest first (stopping at the first failure), then behave once for each set of
+    filters, over the paths selected with them."""
+    node_ids = [node for item in selection if isinstance(item, Tests) for node in item.node_ids()]
+    by_filters: dict[tuple[str, ...], list[str]] = {}
+    for item in selection:
+        if isinstance(item, Scenarios):
+            by_filters.setdefault(tuple(item.filters()), []).append(item.path)
     runs = []
-    if tests:
-        runs.append([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests])
-    if features:
-        runs.append([sys.executable, "-m", "behave", "--format", "progress", "--stop", *features])
+    if node_ids:
+        pytest = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
+        runs.append([*pytest, *node_ids])
+    behave = [sys.executable, "-m", "behave", "--format", "progress", "--stop"]
+    runs.extend([*behave, *filters, *paths] for filters, paths in by_filters.items())
     return runs
 
 
-def run_selection(copy: Path, selection: Sequence[str], timeout_s: float) -> Run:
+def run_selection(copy: Path, selection: Sequence[Selection], timeout_s: float) -> Run:
     """Run until one command fails; the process group is killed at the timeout, so
     no listener a test started outlives it."""
     started = time.monotonic()
@@ -562,11 +772,6 @@ def print_table(rows: Sequence[tuple[str, str, str, str, str]]) -> None:
         print(" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
 
 
-def short(item: str) -> str:
-    """A selection item without the common prefixes, to keep the table readable."""
-    return item.removeprefix("tests/").removeprefix("features/")
-
-
 def tail(output: str) -> str:
     return "\n".join(output.rstrip().splitlines()[-OUTPUT_TAIL_LINES:])
 
@@ -585,31 +790,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_table(chosen, REPO)
     except TableError as error:
-        print(f"the fault table no longer matches the sources:\n{error}", file=sys.stderr)
+        print(
+            f"the fault table no longer matches the repository, so nothing ran:\n{error}",
+            file=sys.stderr,
+        )
         return 2
-    judgeable = [fault for fault in chosen if not missing_tests(fault, REPO)]
 
     started = time.monotonic()
     rows = []
     with tempfile.TemporaryDirectory(prefix="pipost-mutants-") as scratch_name:
         scratch = Path(scratch_name)
-        unedited = baseline(judgeable, scratch / "baseline", args.timeout)
+        unedited = baseline(chosen, scratch / "baseline", args.timeout)
         if unedited.returncode != 0:
             print(tail(unedited.output), file=sys.stderr)
             print("the selections fail without any fault: fix the suite first", file=sys.stderr)
             return 1
         print(f"baseline: every selection passes unedited ({unedited.seconds:.1f} s)", flush=True)
         for number, fault in enumerate(chosen):
-            missing = missing_tests(fault, REPO)
-            if missing:
-                result, seconds = f"not judged: no {', '.join(missing)}", 0.0
-            else:
-                run = judge(fault, scratch / f"fault-{number:02d}", args.timeout)
-                result, seconds = verdict(run), run.seconds
-                if not result.startswith("killed"):
-                    print(f"--- {result}: {fault.name}\n{tail(run.output)}", flush=True)
+            run = judge(fault, scratch / f"fault-{number:02d}", args.timeout)
+            result, seconds = verdict(run), run.seconds
+            if not result.startswith("killed"):
+                print(f"--- {result}: {fault.name}\n{tail(run.output)}", flush=True)
             print(f"{result}: {fault.name} ({seconds:.1f} s)", flush=True)
-            selection = ", ".join(short(item) for item in fault.selection)
+            selection = ", ".join(str(item) for item in fault.selection)
             rows.append((fault.name, fault.files, selection, result, f"{seconds:.1f}"))
     print()
     print_table(rows)
