@@ -220,7 +220,7 @@ FAULTS: tuple[Fault, ...] = (
             "resolve.py",
             "    if len(remaining) == 1:\n"
             "        return Target(remaining[0].address, remaining[0])\n"
-            "    return Refusal(handle, format.ambiguous(handle, remaining))\n",
+            "    return Ambiguous(handle, tuple(remaining))\n",
             "    return Target(remaining[0].address, remaining[0])\n",
         ),
         (

@@ -10,9 +10,10 @@ import os
 import time
 
 from pipost import files, format, mailbox, registry
-from pipost.message import new_message, restamped
+from pipost.message import BodyError, new_message, restamped
+from pipost.refusals import BadEnvelope, MailboxFull, Refusal
 from pipost.registry import OsProcessTable, Presence
-from pipost.resolve import Caller, Candidate, Refusal, Target, resolve, resolve_all
+from pipost.resolve import Caller, Candidate, Target, resolve, resolve_all
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -57,7 +58,17 @@ def wall_clock_ms() -> int:
 
 
 class Refused(Exception):
-    """A send or lookup that must not go ahead; the text is for the user."""
+    """A send or lookup that must not go ahead. ``reason`` is the refusal as data
+    (its kind and facts) where resolution, the body or a mailbox refused, else the
+    text of a front end's own refusal (a setting, a driver argument); ``str()`` is
+    the text for the user either way."""
+
+    def __init__(self, reason: Refusal | str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason if isinstance(self.reason, str) else format.refusal(self.reason)
 
 
 class Receipt(Value):
@@ -144,7 +155,7 @@ class Post:
     def resolve(self, handle: str, caller: Caller) -> Target:
         outcome = resolve(handle, self.directory(), caller)
         if isinstance(outcome, Refusal):
-            raise Refused(outcome.text)
+            raise Refused(outcome)
         return outcome
 
     def peek(self, address: str) -> list[mailbox.Letter]:
@@ -167,15 +178,17 @@ class Post:
         take theirs."""
         try:
             checked = new_message(sender, body, self.clock(), reply_to=reply_to)
-        except ValueError as error:
-            raise Refused(str(error)) from None
+        except BodyError as refused:
+            raise Refused(refused.refusal) from None
+        except ValueError as error:  # the envelope's rules
+            raise Refused(BadEnvelope(str(error))) from None
         targets = resolve_all(handles, self.directory(), caller)
         if isinstance(targets, Refusal):
-            raise Refused(targets.text)
+            raise Refused(targets)
         for target in targets:  # refuse a full mailbox before writing to any
             queued = mailbox.count(self.root, target.address)
             if queued >= mailbox.CAP:
-                raise Refused(str(mailbox.MailboxFull(target.address, queued)))
+                raise Refused(MailboxFull(target.address, queued, mailbox.CAP))
         deposited: list[tuple[Target, Message, str]] = []
         for target in targets:
             message = restamped(checked, self.clock())
@@ -183,8 +196,8 @@ class Post:
                 path = mailbox.deposit(self.root, target.address, message)
             except (mailbox.MailboxFull, mailbox.DepositFailed) as failed:
                 # filled by a racing sender meanwhile, or a folder that cannot be written
-                sent = "".join(f"; already queued {t.address} {m.id}" for t, m, _ in deposited)
-                raise Refused(format.visible(f"{failed}{sent}")) from None
+                sent = tuple((t.address, m.id) for t, m, _ in deposited)
+                raise Refused(failed.refusal.replace(already_queued=sent)) from None
             deposited.append((target, message, path))
         receipts = []
         deadline = time.monotonic() + self.receipt_wait
