@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pipost import format, registry
+from pipost import format, session
 from pipost.message import Message, Rejected, Sender, parse
 from pipost.refusals import (
     Ambiguous,
@@ -30,8 +30,7 @@ from pipost.refusals import (
     UnknownAddress,
     UnknownTarget,
 )
-from pipost.registry import Presence, Record
-from pipost.resolve import Candidate
+from pipost.session import Candidate, Presence, Record
 
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 CLI = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
@@ -283,7 +282,7 @@ def fixture_record(entry: dict[str, Any]) -> Record:
     data = dict(entry["record"])
     if "pid" in data:
         data["pid"] = LIVE_PID  # the fixture says "<pid of a live process>"
-    record = registry.parse(json.dumps(data).encode())
+    record = session.parse(json.dumps(data).encode())
     assert isinstance(record, Record), record
     return record
 
@@ -295,9 +294,9 @@ def fixture_candidates(queued: dict[str, int]) -> tuple[list[Candidate], int]:
     candidates = []
     for entry in entries:
         record = fixture_record(entry)
-        state = registry.presence(record, now, OnlyLivePid())
+        state = session.presence(record, now, OnlyLivePid())
         candidates.append(Candidate(record, state, queued.get(record.name, 0)))
-    return sorted(candidates, key=format.listing_order), now
+    return sorted(candidates, key=session.listing_order), now
 
 
 def lines_of(output: str) -> list[str]:

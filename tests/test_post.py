@@ -22,8 +22,8 @@ from pipost.refusals import (
     MailboxFull,
     UnknownAddress,
 )
-from pipost.registry import Record
 from pipost.resolve import Caller
+from pipost.session import Record
 from tests.helpers import (
     NOW,
     FakeProcessTable,

@@ -20,8 +20,8 @@ from pipost.refusals import (
     UnknownAddress,
     UnknownTarget,
 )
-from pipost.registry import Presence, Record
-from pipost.resolve import MAX_TARGETS, Caller, Candidate, Target, resolve, resolve_all
+from pipost.resolve import MAX_TARGETS, Caller, Target, resolve, resolve_all
+from pipost.session import Candidate, Presence, Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

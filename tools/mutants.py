@@ -135,9 +135,9 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "a sweep that deletes a non-empty mailbox",
         (
-            Edit("registry.py", "import os\n", "import os\nimport shutil\n"),
+            Edit("sweep.py", "import stat\n", "import shutil\nimport stat\n"),
             Edit(
-                "registry.py",
+                "sweep.py",
                 "            if mailbox_is_sweepable(address in recorded, entries) "
                 "and inbox.remove_empty(address):\n",
                 "            if mailbox_is_sweepable(address in recorded, 0):\n"
@@ -152,7 +152,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "a sweep that removes the record of a session with mail",
         _one(
-            "registry.py",
+            "session.py",
             " and now - last_seen > SWEEP_AFTER_MS and queued == 0\n",
             " and now - last_seen > SWEEP_AFTER_MS\n",
         ),
@@ -198,7 +198,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "presence ignores the heartbeat",
         _one(
-            "registry.py",
+            "session.py",
             "    return Presence.LIVE if now - record.last_seen <= LIVE_WINDOW_MS "
             "else Presence.STALLED\n",
             "    return Presence.LIVE\n",
@@ -208,7 +208,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "presence ignores a recycled pid",
         _one(
-            "registry.py",
+            "session.py",
             "    if record.pid_start and token and token != record.pid_start:\n",
             "    if False:\n",
         ),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn, TextIO
 
-    from pipost.registry import ProcessTable
+    from pipost.session import ProcessTable
 
 USAGE = (
     "usage: pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>]"

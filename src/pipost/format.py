@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pipost import refusals
 from pipost.address import resume_handle
-from pipost.registry import Presence
+from pipost.session import Presence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from pipost.message import Message
     from pipost.refusals import Refusal
-    from pipost.resolve import Candidate
+    from pipost.session import Candidate
 
 DAY_MS = 24 * 3600 * 1000
 QUOTE = "│ "
@@ -150,13 +150,6 @@ def listing(candidates: Sequence[Candidate], now: int, *, everything: bool) -> l
             f"… and {_plural(hidden, 'offline session')} unseen for over a day (--all lists them)"
         )
     return lines
-
-
-_RANKS = {Presence.LIVE: 0, Presence.STALLED: 1, Presence.OFFLINE: 2}
-
-
-def listing_order(candidate: Candidate) -> tuple[int, int, str]:
-    return (_RANKS[candidate.presence], -candidate.record.last_seen, candidate.record.address)
 
 
 def resolve_card(candidate: Candidate, now: int) -> list[str]:

@@ -12,8 +12,9 @@ import time
 from pipost import files, format, mailbox, registry
 from pipost.message import BodyError, new_message, restamped
 from pipost.refusals import BadEnvelope, MailboxFull, Refusal
-from pipost.registry import OsProcessTable, Presence
-from pipost.resolve import Caller, Candidate, Target, resolve, resolve_all
+from pipost.registry import OsProcessTable
+from pipost.resolve import Caller, Target, resolve, resolve_all
+from pipost.session import Candidate, Presence, listing_order, presence
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
     from pipost.files import StrPath
     from pipost.message import Message, Sender
-    from pipost.registry import ProcessTable, Record
+    from pipost.session import ProcessTable, Record
+    from pipost.sweep import SweepReport
 
 RECEIPT_WAIT_S = 1.5
 """How long a sender waits for a live target to take the message."""
@@ -142,7 +144,7 @@ class Post:
 
     def _candidate(self, record: Record, now: int, queued: int) -> Candidate:
         return Candidate(
-            record=record, presence=registry.presence(record, now, self.processes), queued=queued
+            record=record, presence=presence(record, now, self.processes), queued=queued
         )
 
     def directory(self) -> DiskDirectory:
@@ -212,10 +214,12 @@ class Post:
 
     # -- tidying ------------------------------------------------------------------
 
-    def sweep(self) -> registry.SweepReport:
+    def sweep(self) -> SweepReport:
+        from pipost import sweep  # here, not at the top: a send never sweeps
+
         if not files.check_root(self.root):
-            return registry.SweepReport((), ())
-        return registry.sweep(self.root, self.clock(), self.processes)
+            return sweep.SweepReport((), ())
+        return sweep.sweep(self.root, self.clock(), self.processes)
 
 
 class DiskDirectory:
@@ -233,7 +237,7 @@ class DiskDirectory:
 
     def candidates(self) -> Sequence[Candidate]:
         if self._all is None:
-            self._all = sorted(self.post.every_candidate(self.now), key=format.listing_order)
+            self._all = sorted(self.post.every_candidate(self.now), key=listing_order)
         return self._all
 
     def has_mailbox(self, address: str) -> bool:

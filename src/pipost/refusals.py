@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-    from pipost.resolve import Candidate
+    from pipost.session import Candidate
 
     Queued = tuple[tuple[str, str], ...]
     """Copies of the refused send already deposited for other targets: (address, id)."""

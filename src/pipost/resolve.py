@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Final, Protocol
 
-    from pipost.registry import Presence, Record
+    from pipost.session import Candidate, Record
 
     class Directory(Protocol):
         """What resolution reads: the sessions, their presence, the mailboxes."""
@@ -46,25 +46,6 @@ if TYPE_CHECKING:
 
 
 MAX_TARGETS = 8
-
-
-class Candidate(Value):
-    """A session as resolution and listings see it."""
-
-    # Fields in their order, which Value's repr and replace follow.
-    __slots__ = ("record", "presence", "queued")
-    record: Final[Record]
-    presence: Final[Presence]
-    queued: Final[int]
-
-    def __init__(self, record: Record, presence: Presence, queued: int) -> None:
-        self.record = record
-        self.presence = presence
-        self.queued = queued
-
-    @property
-    def address(self) -> str:
-        return self.record.address
 
 
 class Target(Value):
