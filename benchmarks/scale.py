@@ -28,10 +28,11 @@ from pathlib import Path
 from cold_start import process_env, venv_bin
 from measure import Figure, Report, interleaved, median, run_timed, timed
 
-from pipost import cli, files, mailbox, registry
+from pipost import cli, files, mailbox, registry, session
 from pipost.address import address_of
 from pipost.message import Sender, encode, new_message
-from pipost.registry import OsProcessTable, Record
+from pipost.registry import OsProcessTable
+from pipost.session import Record
 
 LIVE_EVERY = 100
 SHOWN = {
@@ -95,7 +96,7 @@ class Registry:
                 pid_start=self.token if live else None,
             )
             name = registry.record_name(record.address)
-            folder.write_new(name, registry.encode(record), durable=False)
+            folder.write_new(name, session.encode(record), durable=False)
 
     def queue_up_to(self, queued: int) -> None:
         sender = Sender("process", "bench-scale")

@@ -19,7 +19,7 @@ from pathlib import Path
 from pipost import files, registry
 from pipost.address import address_of, default_name
 from pipost.message import Message, Sender, new_message
-from pipost.registry import Record
+from pipost.session import Record
 
 NOW = 1796078534257
 """The instant the reference transcripts were recorded at (ms since the epoch)."""

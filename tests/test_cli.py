@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
-from pipost import cli, droplog, host, mailbox, policy, registry
+from pipost import cli, droplog, host, mailbox, policy, registry, session
 from pipost.address import address_of
 from pipost.message import Sender, new_message
 from pipost.post import Post
-from pipost.registry import Record
+from pipost.session import Record
 from tests.helpers import (
     NOW,
     FakeProcessTable,
@@ -42,7 +42,7 @@ from tests.helpers import (
 )
 
 if TYPE_CHECKING:
-    from pipost.registry import ProcessTable
+    from pipost.session import ProcessTable
 
 REPOSITORY = Path(__file__).parents[1]
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
@@ -561,7 +561,7 @@ def test_sweep_says_what_it_removed_stale_temporaries_first(tmp_path: Path) -> N
     root.chmod(0o700)
     temporary = folder / "1796078534257-00000000.json.tmp"
     temporary.write_bytes(b"{")
-    moment_ns = (NOW - registry.TEMPORARY_STALE_MS - 1) * 1_000_000
+    moment_ns = (NOW - session.TEMPORARY_STALE_MS - 1) * 1_000_000
     os.utime(temporary, ns=(moment_ns, moment_ns))
     ran = run(["sweep"], root)
     assert ran == Ran(

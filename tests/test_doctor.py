@@ -22,7 +22,7 @@ from pipost.doctor import (
     SessionFacts,
     Temporary,
 )
-from pipost.registry import TEMPORARY_STALE_MS, Presence
+from pipost.session import TEMPORARY_STALE_MS, Presence
 from tests.helpers import (
     DAY_MS,
     NOW,

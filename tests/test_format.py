@@ -13,10 +13,24 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pipost import format, registry
+from pipost import format, session
 from pipost.message import Message, Rejected, Sender, parse
-from pipost.registry import Presence, Record
-from pipost.resolve import Candidate
+from pipost.refusals import (
+    Ambiguous,
+    BadEnvelope,
+    BodyNotText,
+    BodyTooLarge,
+    CannotWrite,
+    EmptyBody,
+    MailboxFull,
+    NoSessionIn,
+    NoTargets,
+    Refusal,
+    TooManyTargets,
+    UnknownAddress,
+    UnknownTarget,
+)
+from pipost.session import Candidate, Presence, Record
 
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 CLI = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
@@ -268,7 +282,7 @@ def fixture_record(entry: dict[str, Any]) -> Record:
     data = dict(entry["record"])
     if "pid" in data:
         data["pid"] = LIVE_PID  # the fixture says "<pid of a live process>"
-    record = registry.parse(json.dumps(data).encode())
+    record = session.parse(json.dumps(data).encode())
     assert isinstance(record, Record), record
     return record
 
@@ -280,9 +294,9 @@ def fixture_candidates(queued: dict[str, int]) -> tuple[list[Candidate], int]:
     candidates = []
     for entry in entries:
         record = fixture_record(entry)
-        state = registry.presence(record, now, OnlyLivePid())
+        state = session.presence(record, now, OnlyLivePid())
         candidates.append(Candidate(record, state, queued.get(record.name, 0)))
-    return sorted(candidates, key=format.listing_order), now
+    return sorted(candidates, key=session.listing_order), now
 
 
 def lines_of(output: str) -> list[str]:
@@ -384,17 +398,18 @@ def stderr_of(label: str) -> str:
 def test_ambiguity_text_reproduces_the_reference() -> None:
     candidates, _ = fixture_candidates({})
     twins = [c for c in candidates if c.record.cwd == "/home/dev/shared"]
-    assert format.ambiguous("/home/dev/shared", twins) == stderr_of("resolve ambiguous directory")
+    ambiguous = Ambiguous("/home/dev/shared", tuple(twins))
+    assert format.refusal(ambiguous) == stderr_of("resolve ambiguous directory")
 
 
 def test_too_many_targets_text_reproduces_the_reference() -> None:
-    assert format.too_many_targets(9, 8) == stderr_of("send: more than eight targets")
+    assert format.refusal(TooManyTargets(9, 8)) == stderr_of("send: more than eight targets")
 
 
 def test_unknown_target_text_starts_as_the_reference_and_lists_the_reachable() -> None:
     candidates, _ = fixture_candidates({})
     live = [c for c in candidates if c.presence.process_exists]
-    lines = format.unknown_target("nobody", live).split("\n")
+    lines = format.refusal(UnknownTarget("nobody", tuple(live))).split("\n")
     assert lines == [
         stderr_of("resolve unknown name"),
         "reachable sessions:",
@@ -403,8 +418,54 @@ def test_unknown_target_text_starts_as_the_reference_and_lists_the_reachable() -
 
 
 def test_no_session_in_text_starts_as_the_reference() -> None:
-    text = format.no_session_in("/home/dev/elsewhere", [])
+    text = format.refusal(NoSessionIn("/home/dev/elsewhere", "/home/dev/elsewhere", ()))
     assert text.split("\n")[0] == stderr_of("resolve directory with no session")
+
+
+OTHER = "s-0123456789ab"
+ALREADY = (("s-aaaaaaaaaaaa", "1796078534364-bb43be6c"),)
+
+
+@pytest.mark.parametrize(
+    ("refusal", "text"),
+    [
+        (
+            UnknownAddress(OTHER),
+            f"{OTHER} is unknown: no session registered it and it has no mailbox "
+            "(nothing can be addressed that does not exist)",
+        ),
+        (NoTargets(), "send requires --to <target>"),
+        (EmptyBody(), "empty body (pass --body or pipe stdin)"),
+        (BodyNotText(), "body is not valid text (it holds unpaired surrogates)"),
+        (
+            BodyTooLarge(32769, 32768),
+            "body is 32769 bytes; the cap is 32768 (send a summary and a path, not a payload)",
+        ),
+        (
+            BodyTooLarge(None, 32768),
+            "body is more than 32768 bytes; the cap is 32768 "
+            "(send a summary and a path, not a payload)",
+        ),
+        (BadEnvelope("replyTo is not an address"), "replyTo is not an address"),
+        (
+            MailboxFull(OTHER, 50, 50),
+            f"mailbox {OTHER} is full (50 queued; the cap is 50) — "
+            "the session is not reading its mail",
+        ),
+        (
+            MailboxFull(OTHER, 50, 50, ALREADY),
+            f"mailbox {OTHER} is full (50 queued; the cap is 50) — the session is not reading "
+            "its mail; already queued s-aaaaaaaaaaaa 1796078534364-bb43be6c",
+        ),
+        (
+            CannotWrite(OTHER, f"/p/\x1b[31m/inbox/{OTHER}", "Permission denied", ALREADY),
+            f"cannot write to mailbox {OTHER} (/p/\\x1b[31m/inbox/{OTHER}): Permission denied; "
+            "already queued s-aaaaaaaaaaaa 1796078534364-bb43be6c",
+        ),
+    ],
+)
+def test_every_kind_of_refusal_has_its_text(refusal: Refusal, text: str) -> None:
+    assert format.refusal(refusal) == text
 
 
 def test_receipts_reproduce_the_reference() -> None:

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
-from pipost import droplog, files, format, host, listeners, mailbox, registry
+from pipost import droplog, files, format, host, listeners, mailbox, registry, session
 from pipost.address import address_of
 from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
 from pipost.message import Message, Sender, new_message
 from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
-from pipost.registry import OsProcessTable, Presence
+from pipost.registry import OsProcessTable
+from pipost.session import Presence
 from tests.helpers import NOW, FakeProcessTable, FixedClock, process_gone, tree_snapshot
 
 SESSION = "receiver-session"
@@ -567,7 +568,7 @@ def test_a_live_record_whose_host_does_not_drain_gets_queued_after_the_wait(
     receiver.start()  # registered and live, but nobody serves the mailbox
     record = registry.read(root, ADDRESS)
     assert record is not None
-    assert registry.presence(record, post.clock(), post.processes) is Presence.LIVE
+    assert session.presence(record, post.clock(), post.processes) is Presence.LIVE
 
     delivered, message_id = _send(root, tmp_path, receipt_wait=0.2)
 
@@ -708,7 +709,7 @@ def test_start_registers_a_live_record_and_stop_keeps_it_offline(
     live = registry.read(root, ADDRESS)
     assert live is not None
     assert (live.pid, live.pid_start, live.name) == (os.getpid(), "started-4242", "reviewer")
-    assert registry.presence(live, clock.now, processes) is Presence.LIVE
+    assert session.presence(live, clock.now, processes) is Presence.LIVE
 
     clock.now += 5 * SECOND_MS
     receiver.stop()
@@ -716,7 +717,7 @@ def test_start_registers_a_live_record_and_stop_keeps_it_offline(
     assert kept is not None
     assert (kept.pid, kept.pid_start, kept.name) == (None, None, "reviewer")
     assert kept.last_seen == clock.now
-    assert registry.presence(kept, clock.now, processes) is Presence.OFFLINE
+    assert session.presence(kept, clock.now, processes) is Presence.OFFLINE
 
 
 def test_a_second_listener_is_refused_while_the_first_runs_and_changes_nothing(
@@ -756,7 +757,7 @@ def test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listen
     handed = registry.read(root, ADDRESS)
     assert handed is not None
     assert (handed.pid, handed.pid_start, handed.last_seen) == (os.getpid(), "started", clock.now)
-    assert registry.presence(handed, clock.now, processes) is Presence.LIVE
+    assert session.presence(handed, clock.now, processes) is Presence.LIVE
 
     clock.now += SECOND_MS
     first.stop()
@@ -853,7 +854,7 @@ def test_failed_heartbeats_are_counted_and_shutdown_still_completes(
     receiver = hosts(post, context)
     receiver.start()
 
-    def disk_full(root: Path, record: registry.Record) -> None:
+    def disk_full(root: Path, record: session.Record) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(registry, "write", disk_full)
@@ -990,7 +991,7 @@ def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
     receiver.beat()
     assert lines == [said]
 
-    def disk_full(root: Path, record: registry.Record) -> None:
+    def disk_full(root: Path, record: session.Record) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(registry, "write", disk_full)

@@ -14,8 +14,16 @@ import pytest
 from pipost import files, mailbox, message
 from pipost.message import Message, Sender
 from pipost.post import Post, Receipt, Refused, os_caller
-from pipost.registry import Record
+from pipost.refusals import (
+    BadEnvelope,
+    BodyTooLarge,
+    CannotWrite,
+    EmptyBody,
+    MailboxFull,
+    UnknownAddress,
+)
 from pipost.resolve import Caller
+from pipost.session import Record
 from tests.helpers import (
     NOW,
     FakeProcessTable,
@@ -149,6 +157,7 @@ def test_a_full_mailbox_refuses_naming_the_address_and_writes_nothing(
     before = tree_snapshot(root)
     with pytest.raises(Refused) as refused:
         post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
+    assert refused.value.reason == MailboxFull(offline.address, mailbox.CAP, mailbox.CAP)
     assert offline.address in str(refused.value)
     assert f"the cap is {mailbox.CAP}" in str(refused.value)
     assert tree_snapshot(root) == before
@@ -172,6 +181,8 @@ def test_a_mailbox_filled_by_a_racing_sender_is_reported_with_what_was_queued(
     with pytest.raises(Refused) as refused:
         post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
     [queued] = mailbox.letter_names(root, live.address)
+    already = ((live.address, queued.removesuffix(".json")),)
+    assert refused.value.reason == MailboxFull(offline.address, mailbox.CAP, mailbox.CAP, already)
     assert offline.address in str(refused.value)
     assert f"already queued {live.address} {queued.removesuffix('.json')}" in str(refused.value)
     assert mailbox.count(root, offline.address) == mailbox.CAP
@@ -192,6 +203,10 @@ def test_a_mailbox_that_cannot_be_written_is_named_with_what_was_queued(
     with pytest.raises(Refused) as refused:
         post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
     [queued] = mailbox.letter_names(root, live.address)
+    already = ((live.address, queued.removesuffix(".json")),)
+    folder = f"{root}/inbox/{offline.address}"
+    denied = CannotWrite(offline.address, folder, "Permission denied", already)
+    assert refused.value.reason == denied
     assert str(refused.value) == (
         f"cannot write to mailbox {offline.address} ({root}/inbox/{offline.address}): "
         f"Permission denied; already queued {live.address} {queued.removesuffix('.json')}"
@@ -199,12 +214,37 @@ def test_a_mailbox_that_cannot_be_written_is_named_with_what_was_queued(
     assert mailbox.letter_names(root, offline.address) == []
 
 
-@pytest.mark.parametrize("body", ["", " \n", "x" * 32769])
-def test_the_body_is_checked_before_any_target_is_resolved(root: Path, body: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "refusal"),
+    [
+        ("", EmptyBody()),
+        (" \n", EmptyBody()),
+        ("x" * 32769, BodyTooLarge(32769, 32768)),
+    ],
+)
+def test_the_body_is_checked_before_any_target_is_resolved(
+    root: Path, body: str, refusal: object
+) -> None:
     with pytest.raises(Refused) as refused:
         post_at(root).send(["nobody"], body, SENDER, caller())
+    assert refused.value.reason == refusal
     assert "body" in str(refused.value)
     assert "nobody" not in str(refused.value)
+
+
+def test_an_envelope_the_message_rules_refuse_is_refused_with_their_reason(
+    root: Path, offline: Record
+) -> None:
+    with pytest.raises(Refused) as refused:
+        post_at(root).send([offline.address], "hi", Sender(kind="process", name=""), caller())
+    assert refused.value.reason == BadEnvelope("from.name is empty")
+    assert str(refused.value) == "from.name is empty"
+
+
+def test_an_unknown_address_is_refused_as_data(root: Path) -> None:
+    with pytest.raises(Refused) as refused:
+        post_at(root).send(["s-0123456789ab"], "hi", SENDER, caller())
+    assert refused.value.reason == UnknownAddress("s-0123456789ab")
 
 
 def test_a_send_checks_the_body_once_however_many_targets(

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from pipost import files, mailbox, registry
+from pipost import files, mailbox, registry, session, sweep
 from pipost.address import address_of
 from pipost.message import Rejected
-from pipost.registry import OsProcessTable, Presence, Record
+from pipost.registry import OsProcessTable
+from pipost.session import Presence, Record
 from tests.helpers import (
     DAY_MS,
     NOW,
@@ -81,7 +82,7 @@ def test_shutdown_keeps_the_record_without_its_pid(root: Path) -> None:
     assert on_disk["sessionId"] == "sess-shutdown"
     kept = registry.read(root, record.address)
     assert kept is not None
-    assert registry.presence(kept, NOW + 5, running()) is Presence.OFFLINE
+    assert session.presence(kept, NOW + 5, running()) is Presence.OFFLINE
 
 
 def test_register_without_a_pid_records_this_process(root: Path) -> None:
@@ -93,7 +94,7 @@ def test_fields_of_other_writers_are_read_and_ignored(root: Path) -> None:
     record = make_record("sess-extra", "/home/dev/app")
     folder = root / "registry"
     folder.mkdir(parents=True)
-    data = {**registry.to_json(record), "futureField": {"x": 1}}
+    data = {**session.to_json(record), "futureField": {"x": 1}}
     (folder / f"{record.address}.json").write_text(json.dumps(data))
     read = registry.read(root, record.address)
     assert read == record
@@ -105,32 +106,32 @@ def test_records_skip_garbage_and_half_written_files(root: Path, tmp_path: Path)
     folder = root / "registry"
 
     def body(session_id: str, **changes: object) -> dict[str, object]:
-        return {**registry.to_json(make_record(session_id, "/home/dev/x")), **changes}
+        return {**session.to_json(make_record(session_id, "/home/dev/x")), **changes}
 
     def put(name: str, raw: bytes) -> None:
         (folder / name).write_bytes(raw)
 
     truncated = make_record("sess-truncated", "/x")
-    put(f"{truncated.address}.json", registry.encode(truncated)[:40])
+    put(f"{truncated.address}.json", session.encode(truncated)[:40])
     wrong_v = make_record("sess-v2", "/x")
     put(f"{wrong_v.address}.json", json.dumps(body("sess-v2", v=2)).encode())
     mismatch = make_record("sess-mismatch", "/x")
     forged = body("sess-mismatch", sessionId="sess-someone-else")
     put(f"{mismatch.address}.json", json.dumps(forged).encode())
     elsewhere = make_record("sess-renamed", "/x")
-    put(f"{address_of('sess-not-this-one')}.json", registry.encode(elsewhere))
+    put(f"{address_of('sess-not-this-one')}.json", session.encode(elsewhere))
     in_flight = make_record("sess-in-flight", "/x")
-    put(f".{in_flight.address}.0badc0de.tmp", registry.encode(in_flight))
+    put(f".{in_flight.address}.0badc0de.tmp", session.encode(in_flight))
     hidden = make_record("sess-hidden", "/x")
-    put(f".{hidden.address}.json", registry.encode(hidden))
+    put(f".{hidden.address}.json", session.encode(hidden))
     for number, raw in enumerate([b"", b"\xff\xfe", b"[1, 2]", b"null", b"{" * 100_000]):
         put(f"{address_of(f'sess-junk-{number}')}.json", raw)
     bad_pid = make_record("sess-bad-pid", "/x")
     put(f"{bad_pid.address}.json", json.dumps(body("sess-bad-pid", pid="12")).encode())
-    put("not-an-address.json", registry.encode(make_record("sess-odd-name", "/x")))
+    put("not-an-address.json", session.encode(make_record("sess-odd-name", "/x")))
     (folder / f"{address_of('sess-folder')}.json").mkdir()
     linked = make_record("sess-linked", "/x")
-    (tmp_path / "planted.json").write_bytes(registry.encode(linked))
+    (tmp_path / "planted.json").write_bytes(session.encode(linked))
     (folder / f"{linked.address}.json").symlink_to(tmp_path / "planted.json")
 
     assert registry.records(root) == [good]
@@ -170,7 +171,7 @@ def test_presence(
 ) -> None:
     record = make_record("sess-presence", "/x", last_seen=NOW - beat_ago_ms)
     record = record.replace(pid=pid, pid_start=pid_start)
-    assert registry.presence(record, NOW, FakeProcessTable(table)) is expected
+    assert session.presence(record, NOW, FakeProcessTable(table)) is expected
 
 
 def test_os_process_table_knows_this_process() -> None:
@@ -214,7 +215,7 @@ def test_os_process_table_refuses_pids_that_name_no_single_process() -> None:
 
 def test_a_record_of_this_process_is_live(root: Path) -> None:
     record = registry.register(root, "sess-me", "/x", NOW)
-    assert registry.presence(record, NOW, OsProcessTable()) is Presence.LIVE
+    assert session.presence(record, NOW, OsProcessTable()) is Presence.LIVE
 
 
 # -- sweeps -----------------------------------------------------------------------------
@@ -231,7 +232,7 @@ def queue_letter(root: Path, address: str) -> None:
 def test_a_record_is_swept_only_offline_and_unseen_a_week_and_with_no_mail(
     root: Path, process_exists: bool, unseen_long: bool, mailbox_empty: bool
 ) -> None:
-    last_seen = NOW - (registry.SWEEP_AFTER_MS + 1 if unseen_long else 10_000)
+    last_seen = NOW - (session.SWEEP_AFTER_MS + 1 if unseen_long else 10_000)
     record = write_record(
         root, make_record("sess-sweep", "/x", last_seen=last_seen, pid=PID, pid_start=TOKEN)
     )
@@ -239,7 +240,7 @@ def test_a_record_is_swept_only_offline_and_unseen_a_week_and_with_no_mail(
         queue_letter(root, record.address)
     table = running() if process_exists else FakeProcessTable()
 
-    report = registry.sweep(root, NOW, table)
+    report = sweep.sweep(root, NOW, table)
 
     swept = not process_exists and unseen_long and mailbox_empty
     assert report.records_removed == ((record.address,) if swept else ())
@@ -250,19 +251,19 @@ def test_a_record_is_swept_only_offline_and_unseen_a_week_and_with_no_mail(
 
 def test_a_record_unseen_exactly_a_week_is_kept(root: Path) -> None:
     record = write_record(
-        root, make_record("sess-week", "/x", last_seen=NOW - registry.SWEEP_AFTER_MS)
+        root, make_record("sess-week", "/x", last_seen=NOW - session.SWEEP_AFTER_MS)
     )
-    assert registry.sweep(root, NOW, FakeProcessTable()).records_removed == ()
+    assert sweep.sweep(root, NOW, FakeProcessTable()).records_removed == ()
     assert registry.read(root, record.address) == record
-    assert registry.sweep(root, NOW + 1, FakeProcessTable()).records_removed == (record.address,)
+    assert sweep.sweep(root, NOW + 1, FakeProcessTable()).records_removed == (record.address,)
 
 
 def test_mail_of_a_session_offline_for_a_year_is_kept_with_its_record(root: Path) -> None:
     record = write_record(root, make_record("sess-away", "/x", last_seen=NOW - YEAR_MS))
     queue_letter(root, record.address)
     before = tree_snapshot(root)
-    report = registry.sweep(root, NOW, FakeProcessTable())
-    assert report == registry.SweepReport((), ())
+    report = sweep.sweep(root, NOW, FakeProcessTable())
+    assert report == sweep.SweepReport((), ())
     assert tree_snapshot(root) == before
 
 
@@ -282,7 +283,7 @@ def age(path: Path, age_ms: int) -> None:
 def test_a_deposit_in_flight_keeps_the_record(root: Path) -> None:
     record = write_record(root, make_record("sess-in-flight", "/x", last_seen=NOW - YEAR_MS))
     lay_temporary(root / "inbox" / record.address / "1796078534257-00000000.json.tmp", 0)
-    assert registry.sweep(root, NOW, FakeProcessTable()).records_removed == ()
+    assert sweep.sweep(root, NOW, FakeProcessTable()).records_removed == ()
     assert registry.read(root, record.address) == record
 
 
@@ -296,7 +297,7 @@ def test_live_and_stalled_sessions_are_never_swept(root: Path, table: FakeProces
     for address in (live.address, stalled.address):
         (root / "inbox" / address).mkdir(parents=True, exist_ok=True)
     before = tree_snapshot(root)
-    assert registry.sweep(root, NOW, table) == registry.SweepReport((), ())
+    assert sweep.sweep(root, NOW, table) == sweep.SweepReport((), ())
     assert tree_snapshot(root) == before
 
 
@@ -307,7 +308,7 @@ def test_an_empty_mailbox_no_record_names_is_removed(root: Path, age_ms: int) ->
     folder.mkdir(parents=True)
     seconds = (NOW - age_ms) / 1000
     os.utime(folder, (seconds, seconds))
-    assert registry.sweep(root, NOW, FakeProcessTable()).mailboxes_removed == (orphan,)
+    assert sweep.sweep(root, NOW, FakeProcessTable()).mailboxes_removed == (orphan,)
     assert not folder.exists()
 
 
@@ -319,7 +320,7 @@ def test_a_mailbox_with_mail_is_never_removed(root: Path, age_ms: int) -> None:
     seconds = (NOW - age_ms) / 1000
     os.utime(folder, (seconds, seconds))
     before = tree_snapshot(root)
-    assert registry.sweep(root, NOW, FakeProcessTable()) == registry.SweepReport((), ())
+    assert sweep.sweep(root, NOW, FakeProcessTable()) == sweep.SweepReport((), ())
     assert tree_snapshot(root) == before
 
 
@@ -327,27 +328,27 @@ def test_an_empty_mailbox_a_record_names_is_kept(root: Path) -> None:
     record = write_record(root, make_record("sess-recent", "/x", last_seen=NOW - DAY_MS))
     folder = root / "inbox" / record.address
     folder.mkdir(parents=True)
-    assert registry.sweep(root, NOW, FakeProcessTable()) == registry.SweepReport((), ())
+    assert sweep.sweep(root, NOW, FakeProcessTable()) == sweep.SweepReport((), ())
     assert folder.is_dir()
 
 
 def test_sweep_removes_a_stale_record_and_then_its_empty_mailbox(root: Path) -> None:
     record = write_record(root, make_record("sess-stale", "/x", last_seen=NOW - YEAR_MS))
     (root / "inbox" / record.address).mkdir(parents=True)
-    report = registry.sweep(root, NOW, FakeProcessTable())
-    assert report == registry.SweepReport((record.address,), (record.address,))
+    report = sweep.sweep(root, NOW, FakeProcessTable())
+    assert report == sweep.SweepReport((record.address,), (record.address,))
     assert os.listdir(root / "registry") == []
     assert os.listdir(root / "inbox") == []
 
 
-STALE_MS = registry.TEMPORARY_STALE_MS + 1
+STALE_MS = session.TEMPORARY_STALE_MS + 1
 
 
 def test_a_stale_temporary_is_removed_and_then_its_orphan_mailbox(root: Path) -> None:
     orphan = address_of("sess-orphan")
     lay_temporary(root / "inbox" / orphan / "1796078534257-00000000.json.tmp", STALE_MS)
-    report = registry.sweep(root, NOW, FakeProcessTable())
-    assert report == registry.SweepReport(
+    report = sweep.sweep(root, NOW, FakeProcessTable())
+    assert report == sweep.SweepReport(
         (), (orphan,), (f"inbox/{orphan}/1796078534257-00000000.json.tmp",)
     )
     assert os.listdir(root / "inbox") == []
@@ -356,7 +357,7 @@ def test_a_stale_temporary_is_removed_and_then_its_orphan_mailbox(root: Path) ->
 def test_a_stale_temporary_no_longer_keeps_a_stale_record(root: Path) -> None:
     record = write_record(root, make_record("sess-gone", "/x", last_seen=NOW - YEAR_MS))
     lay_temporary(root / "inbox" / record.address / "1796078534257-00000000.json.tmp", STALE_MS)
-    report = registry.sweep(root, NOW, FakeProcessTable())
+    report = sweep.sweep(root, NOW, FakeProcessTable())
     assert report.records_removed == (record.address,)
     assert report.mailboxes_removed == (record.address,)
     assert report.temporaries_removed == (
@@ -364,7 +365,7 @@ def test_a_stale_temporary_no_longer_keeps_a_stale_record(root: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("age_ms", [-DAY_MS, 0, registry.TEMPORARY_STALE_MS])
+@pytest.mark.parametrize("age_ms", [-DAY_MS, 0, session.TEMPORARY_STALE_MS])
 def test_a_temporary_touched_within_36_hours_is_kept_with_its_mailbox(
     root: Path, age_ms: int
 ) -> None:
@@ -372,7 +373,7 @@ def test_a_temporary_touched_within_36_hours_is_kept_with_its_mailbox(
     lay_temporary(root / "inbox" / orphan / "1796078534257-00000000.json.tmp", age_ms)
     lay_temporary(root / "registry" / f".{orphan}.0a1b2c3d.tmp", age_ms)
     before = tree_snapshot(root)
-    assert registry.sweep(root, NOW, FakeProcessTable()) == registry.SweepReport((), ())
+    assert sweep.sweep(root, NOW, FakeProcessTable()) == sweep.SweepReport((), ())
     assert tree_snapshot(root) == before
 
 
@@ -401,7 +402,7 @@ def test_stale_temporaries_go_from_the_registry_and_every_mailbox_and_nothing_el
             age(path, 10 * YEAR_MS)  # the letter, the records, the link and the folder too
     before = tree_snapshot(root)
 
-    report = registry.sweep(root, NOW, FakeProcessTable({PID: TOKEN}))
+    report = sweep.sweep(root, NOW, FakeProcessTable({PID: TOKEN}))
 
     assert sorted(report.temporaries_removed) == sorted(
         str(path.relative_to(root)) for path in stale
@@ -441,7 +442,7 @@ def test_a_mailbox_temporary_is_removed_under_the_mailbox_lock(
         real_unlink(folder, name)
 
     monkeypatch.setattr(files.Folder, "unlink", unlink_noting_the_lock)
-    assert registry.sweep(root, NOW, FakeProcessTable()).mailboxes_removed == (orphan,)
+    assert sweep.sweep(root, NOW, FakeProcessTable()).mailboxes_removed == (orphan,)
     assert held_while_unlinking == [True]
 
 
@@ -452,18 +453,18 @@ def test_a_deposit_whose_folder_is_swept_under_it_starts_again(
     locking it; the deposit notices and creates it again (INV-17)."""
     address = address_of("sess-raced")
     real_lock = files.Folder.lock
-    swept: list[registry.SweepReport] = []
+    swept: list[sweep.SweepReport] = []
     interleaved = threading.Event()
 
     def sweep_first(folder: files.Folder) -> files.FolderLock:
         if not interleaved.is_set():
             interleaved.set()
-            swept.append(registry.sweep(root, NOW, FakeProcessTable()))
+            swept.append(sweep.sweep(root, NOW, FakeProcessTable()))
         return real_lock(folder)
 
     monkeypatch.setattr(files.Folder, "lock", sweep_first)
     path = Path(mailbox.deposit(root, address, make_message()))
-    assert swept == [registry.SweepReport((), (address,))]
+    assert swept == [sweep.SweepReport((), (address,))]
     assert path.is_file()
     assert mailbox.count(root, address) == 1
 
@@ -480,7 +481,7 @@ def test_a_sweep_racing_deposits_never_loses_one(
     returned: list[Path] = []
     failures: list[BaseException] = []
     done = threading.Event()
-    sweeps: list[registry.SweepReport] = []
+    sweeps: list[sweep.SweepReport] = []
 
     def deposit_all(number: int) -> None:
         try:
@@ -493,7 +494,7 @@ def test_a_sweep_racing_deposits_never_loses_one(
     def sweep_until_done() -> None:
         try:
             while not done.is_set():
-                sweeps.append(registry.sweep(root, NOW, FakeProcessTable()))
+                sweeps.append(sweep.sweep(root, NOW, FakeProcessTable()))
         except BaseException as error:
             failures.append(error)
 
@@ -547,8 +548,8 @@ def test_records_differing_in_a_field_we_write_are_unequal(change: dict[str, obj
 )
 def test_a_name_spelled_with_escapes_is_text_or_refused(escaped_name: str, accepted: bool) -> None:
     record = make_record("escapes", "/work", pid=5)
-    raw = registry.encode(record).replace(b'"name":"', b'"name":"' + escaped_name.encode(), 1)
-    parsed = registry.parse(raw)
+    raw = session.encode(record).replace(b'"name":"', b'"name":"' + escaped_name.encode(), 1)
+    parsed = session.parse(raw)
     if accepted:
         assert isinstance(parsed, Record)
         assert parsed.name.startswith(json.loads(f'"{escaped_name}"'))
@@ -559,9 +560,9 @@ def test_a_name_spelled_with_escapes_is_text_or_refused(escaped_name: str, accep
 @pytest.mark.parametrize(
     ("name", "age_ms", "sweepable"),
     [
-        ("1796078509367-deed10f1.json.tmp", registry.TEMPORARY_STALE_MS + 1, True),
-        (".s-52c78af935a3.0a1b2c3d.tmp", registry.TEMPORARY_STALE_MS + 1, True),
-        ("1796078509367-deed10f1.json.tmp", registry.TEMPORARY_STALE_MS, False),
+        ("1796078509367-deed10f1.json.tmp", session.TEMPORARY_STALE_MS + 1, True),
+        (".s-52c78af935a3.0a1b2c3d.tmp", session.TEMPORARY_STALE_MS + 1, True),
+        ("1796078509367-deed10f1.json.tmp", session.TEMPORARY_STALE_MS, False),
         ("1796078509367-deed10f1.json.tmp", 0, False),
         ("1796078509367-deed10f1.json", YEAR_MS, False),
         ("notes.txt", YEAR_MS, False),
@@ -571,5 +572,5 @@ def test_a_name_spelled_with_escapes_is_text_or_refused(escaped_name: str, accep
 def test_only_temporaries_untouched_for_36_hours_are_sweepable(
     name: str, age_ms: int, sweepable: bool
 ) -> None:
-    assert registry.TEMPORARY_STALE_MS == 36 * 3600 * 1000
-    assert registry.temporary_is_sweepable(name, age_ms) is sweepable
+    assert session.TEMPORARY_STALE_MS == 36 * 3600 * 1000
+    assert session.temporary_is_sweepable(name, age_ms) is sweepable

@@ -9,17 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipost import format
 from pipost.address import HandleKind, address_of, classify_handle, default_name, expand_path
-from pipost.registry import Presence, Record
-from pipost.resolve import (
-    MAX_TARGETS,
-    Caller,
-    Candidate,
+from pipost.refusals import (
+    Ambiguous,
+    NoSessionIn,
+    NoTargets,
     Refusal,
-    Target,
-    resolve,
-    resolve_all,
+    TooManyTargets,
+    UnknownAddress,
+    UnknownTarget,
 )
+from pipost.resolve import MAX_TARGETS, Caller, Target, resolve, resolve_all
+from pipost.session import Candidate, Presence, Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,10 +88,10 @@ def resolved(handle: str, directory: Directory = DIRECTORY) -> Candidate | None:
 
 
 def refused(handle: str, directory: Directory = DIRECTORY) -> str:
+    """The text of the refusal of ``handle``."""
     outcome = resolve(handle, directory, CALLER)
     assert isinstance(outcome, Refusal), outcome
-    assert outcome.handle == handle
-    return outcome.text
+    return format.refusal(outcome)
 
 
 def line_of(candidate: Candidate) -> str:
@@ -192,6 +194,24 @@ def test_an_unknown_address_without_a_mailbox_is_refused() -> None:
     assert "s-0123456789ab is unknown" in refused("s-0123456789ab")
 
 
+@pytest.mark.parametrize(
+    ("handle", "refusal"),
+    [
+        ("nobody", UnknownTarget("nobody", (GTM,))),
+        ("019a3f3", UnknownTarget("019a3f3", (GTM,))),
+        ("/home/dev/elsewhere", NoSessionIn("/home/dev/elsewhere", "/home/dev/elsewhere", (GTM,))),
+        ("./gtm", NoSessionIn("./gtm", "/home/dev/gtm/gtm", (GTM,))),
+        ("/home/dev/shared", Ambiguous("/home/dev/shared", (TWIN_A, TWIN_B))),
+        ("019a3f32", Ambiguous("019a3f32", (TWIN_A, TWIN_B))),
+        ("s-0123456789ab", UnknownAddress("s-0123456789ab")),
+    ],
+)
+def test_a_refusal_is_its_kind_and_its_facts(handle: str, refusal: Refusal) -> None:
+    """Data, not prose: the handle, the canonical path, the candidates and the
+    sessions offered instead, which the texts above are rendered from."""
+    assert resolve(handle, DIRECTORY, CALLER) == refusal
+
+
 def test_an_unknown_address_with_a_mailbox_resolves_without_a_record() -> None:
     directory = MemoryDirectory(SESSIONS, mailboxes={"s-0123456789ab"})
     assert resolve("s-0123456789ab", directory, CALLER) == Target("s-0123456789ab", None)
@@ -214,14 +234,12 @@ def test_handles_naming_one_session_collapse_in_the_order_first_named() -> None:
 
 def test_one_bad_handle_refuses_the_whole_batch() -> None:
     outcome = resolve_all(["cache-fix", "nobody", "dashboard"], DIRECTORY, CALLER)
-    assert isinstance(outcome, Refusal)
-    assert outcome.handle == "nobody"
+    assert outcome == UnknownTarget("nobody", (GTM,))
 
 
 def test_an_ambiguous_handle_refuses_the_whole_batch() -> None:
     outcome = resolve_all(["cache-fix", "/home/dev/shared"], DIRECTORY, CALLER)
-    assert isinstance(outcome, Refusal)
-    assert outcome.handle == "/home/dev/shared"
+    assert outcome == Ambiguous("/home/dev/shared", (TWIN_A, TWIN_B))
 
 
 def test_eight_targets_are_allowed() -> None:
@@ -232,14 +250,18 @@ def test_eight_targets_are_allowed() -> None:
 
 def test_more_than_eight_targets_are_refused_even_when_they_collapse() -> None:
     outcome = resolve_all(["cache-fix"] * (MAX_TARGETS + 1), DIRECTORY, CALLER)
-    assert outcome == Refusal(
-        None,
-        "9 targets in one send; the cap is 8 — a wider fan-out is a broadcast, not a message",
+    assert outcome == TooManyTargets(9, MAX_TARGETS)
+    assert isinstance(outcome, Refusal)
+    assert format.refusal(outcome) == (
+        "9 targets in one send; the cap is 8 — a wider fan-out is a broadcast, not a message"
     )
 
 
 def test_no_targets_are_refused() -> None:
-    assert isinstance(resolve_all([], DIRECTORY, CALLER), Refusal)
+    outcome = resolve_all([], DIRECTORY, CALLER)
+    assert outcome == NoTargets()
+    assert isinstance(outcome, Refusal)
+    assert format.refusal(outcome) == "send requires --to <target>"
 
 
 # -- properties over generated directories ------------------------------------------

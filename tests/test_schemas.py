@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipost import message, registry, schemas
+from pipost import message, schemas, session
 from pipost.address import ADDRESS_PATTERN, address_of
-from pipost.registry import Record
+from pipost.session import Record
 
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 INTEROP_MESSAGES = sorted((INTEROP / "messages").glob("*.json"))
@@ -47,7 +47,7 @@ def test_message_schema_uses_the_parser_constants() -> None:
 
 def test_record_schema_uses_the_parser_constants() -> None:
     assert RECORD_SCHEMA["properties"]["address"]["pattern"] == ADDRESS_PATTERN
-    assert RECORD_SCHEMA["properties"]["v"]["const"] == registry.VERSION
+    assert RECORD_SCHEMA["properties"]["v"]["const"] == session.VERSION
 
 
 # -- messages -----------------------------------------------------------------------
@@ -171,7 +171,7 @@ def records(draw: st.DrawFn) -> Record:
 
 @given(records())
 def test_records_written_by_the_registry_validate(record: Record) -> None:
-    written = json.loads(registry.encode(record))
+    written = json.loads(session.encode(record))
     RECORDS.validate(written)
     assert ("pid" in written) == (record.pid is not None)
 

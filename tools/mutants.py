@@ -209,9 +209,9 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "a sweep that deletes a non-empty mailbox",
         (
-            Edit("registry.py", "import os\n", "import os\nimport shutil\n"),
+            Edit("sweep.py", "import stat\n", "import shutil\nimport stat\n"),
             Edit(
-                "registry.py",
+                "sweep.py",
                 "            if mailbox_is_sweepable(address in recorded, entries) "
                 "and inbox.remove_empty(address):\n",
                 "            if mailbox_is_sweepable(address in recorded, 0):\n"
@@ -226,7 +226,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "a sweep that removes the record of a session with mail",
         _one(
-            "registry.py",
+            "session.py",
             " and now - last_seen > SWEEP_AFTER_MS and queued == 0\n",
             " and now - last_seen > SWEEP_AFTER_MS\n",
         ),
@@ -277,7 +277,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "presence ignores the heartbeat",
         _one(
-            "registry.py",
+            "session.py",
             "    return Presence.LIVE if now - record.last_seen <= LIVE_WINDOW_MS "
             "else Presence.STALLED\n",
             "    return Presence.LIVE\n",
@@ -287,7 +287,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "presence ignores a recycled pid",
         _one(
-            "registry.py",
+            "session.py",
             "    if record.pid_start and token and token != record.pid_start:\n",
             "    if False:\n",
         ),
@@ -299,7 +299,7 @@ FAULTS: tuple[Fault, ...] = (
             "resolve.py",
             "    if len(remaining) == 1:\n"
             "        return Target(remaining[0].address, remaining[0])\n"
-            "    return Refusal(handle, format.ambiguous(handle, remaining))\n",
+            "    return Ambiguous(handle, tuple(remaining))\n",
             "    return Target(remaining[0].address, remaining[0])\n",
         ),
         (

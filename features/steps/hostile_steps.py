@@ -23,7 +23,7 @@ from behave import given, then, when
 from behave.runner import Context
 from feature_world import QUOTED, use_regular_expressions
 
-from pipost import cli, mailbox, registry
+from pipost import cli, mailbox, registry, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, encode, make_id, new_message
@@ -395,7 +395,7 @@ def record_outside(context: Context, label: str) -> None:
     the = hostile(context)
     now = wall_clock_ms()
     session_id = f"hostile-input-{label}"
-    record = registry.Record(
+    record = session.Record(
         address=address_of(session_id),
         session_id=session_id,
         name=label,
@@ -404,7 +404,7 @@ def record_outside(context: Context, label: str) -> None:
         last_seen=now,
         pid=os.getpid(),  # live, were it followed
     )
-    write_letter_file(the.outside / f"{label}.json", registry.encode(record))
+    write_letter_file(the.outside / f"{label}.json", session.encode(record))
     the.addresses[label] = record.address
     the.remember_outside()
 

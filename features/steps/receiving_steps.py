@@ -27,7 +27,7 @@ from typing import Any
 from behave import given, then, when
 from behave.runner import Context
 
-from pipost import droplog, mailbox, registry
+from pipost import droplog, mailbox, registry, session
 from pipost.address import address_of
 from pipost.files import StrPath
 from pipost.host import POLL_S, Delivery, Host, TranscriptContext
@@ -35,7 +35,8 @@ from pipost.host import Context as HostContext
 from pipost.message import Message, Sender, new_message
 from pipost.policy import Inbound, Resume, inbound_mode, resume_mode
 from pipost.post import Post, os_caller, wall_clock_ms
-from pipost.registry import OsProcessTable, Presence
+from pipost.registry import OsProcessTable
+from pipost.session import Presence
 from tests.helpers import give_to_unprivileged, unprivileged
 
 WAIT_S = 10.0
@@ -158,10 +159,10 @@ class Listener:
         """The pid the record names, read as any reader would read the file."""
         path = Path(registry.record_path(self.reception.root, self.address))
         try:
-            record = registry.parse(path.read_bytes())
+            record = session.parse(path.read_bytes())
         except FileNotFoundError:
             return None
-        return record.pid if isinstance(record, registry.Record) else None
+        return record.pid if isinstance(record, session.Record) else None
 
     def running(self) -> subprocess.Popen[bytes]:
         assert self.process is not None, "the listener was not started"
@@ -769,7 +770,7 @@ def host_record_live(context: Context) -> None:
     rx = reception(context)
     record = registry.read(rx.root, rx.address)
     assert record is not None
-    assert registry.presence(record, rx.clock(), OsProcessTable()) is Presence.LIVE
+    assert session.presence(record, rx.clock(), OsProcessTable()) is Presence.LIVE
 
 
 @then("the host counted failed heartbeats: {count:d}")
@@ -906,7 +907,7 @@ def listener_offline(context: Context) -> None:
     record = registry.read(rx.root, rx.only_listener().address)
     assert record is not None, "the record was removed"
     assert record.pid is None
-    assert registry.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.OFFLINE
+    assert session.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.OFFLINE
 
 
 @when("the listener's command is running")
@@ -1124,7 +1125,7 @@ def record_names_the_running_one(context: Context) -> None:
     (running,) = rx.running_listeners()
     record = registry.read(rx.root, running.address)
     assert record is not None and record.pid == running.running().pid, record
-    assert registry.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.LIVE
+    assert session.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.LIVE
 
 
 @when("the listener the record names is stopped with SIGTERM")

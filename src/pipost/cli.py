@@ -15,8 +15,9 @@ import sys
 
 from pipost import files, format, mailbox, registry
 from pipost.address import address_of, is_address
-from pipost.message import BODY_CAP, Rejected, Sender, over_the_cap
+from pipost.message import BODY_CAP, Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
+from pipost.refusals import BodyTooLarge, NoTargets
 from pipost.registry import OsProcessTable
 
 TYPE_CHECKING = False
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn, TextIO
 
-    from pipost.registry import ProcessTable
+    from pipost.session import ProcessTable
 
 USAGE = (
     "usage: pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>]"
@@ -344,7 +345,7 @@ def _body(options: dict[str, list[str]], ctx: Context) -> str:
         return ""
     raw = ctx.stdin.buffer.read(BODY_CAP + 1)
     if len(raw) > BODY_CAP:
-        raise Refused(str(over_the_cap(None)))
+        raise Refused(BodyTooLarge(None, BODY_CAP))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -359,7 +360,7 @@ def cmd_send(args: Sequence[str], ctx: Context) -> int:
         raise UsageError("send takes its targets as --to <target> (see pi-post send --help)")
     handles = [_text(handle, "--to") for handle in options.get("--to", [])]
     if not handles:
-        raise Refused("send requires --to <target>")
+        raise Refused(NoTargets())
     cwd = _text(ctx.working_dir(), "the working directory")
     if "--from" in options:
         label = _text(options["--from"][-1], "--from")

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-from pipost import files, mailbox, message, registry, schemas
+from pipost import files, mailbox, message, registry, schemas, session
 from pipost.address import ADDRESS_PATTERN, address_of
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
@@ -74,7 +74,7 @@ def current_version() -> int:
 
 def parts() -> Parts:
     """The contract as this implementation has it, each part in canonical form."""
-    sample_record = registry.Record(
+    sample_record = session.Record(
         _SAMPLE_ADDRESS, "session", "name", "/", 0, 0, pid=1, pid_start="start"
     )
     root = Path("ROOT")
@@ -92,7 +92,7 @@ def parts() -> Parts:
             "body_cap_bytes": message.BODY_CAP,
         },
         "record_fields": {
-            "written": list(registry.to_json(sample_record)),
+            "written": list(session.to_json(sample_record)),
             "schema": _semantic(schemas.load("record.v1")),
         },
         "address_rule": {"rule": ADDRESS_RULE, "pattern": ADDRESS_PATTERN},

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pipost import registry
+from pipost import registry, session
 from pipost.address import address_of
-from pipost.registry import OsProcessTable, Presence
+from pipost.registry import OsProcessTable
+from pipost.session import Presence
 
 Say = Callable[[str], None]
 _WAIT_S = 15.0
@@ -138,7 +139,7 @@ class Demo:
         record = registry.read(self.root, address)
         if record is None:
             return None
-        return registry.presence(record, int(time.time() * 1000), OsProcessTable())
+        return session.presence(record, int(time.time() * 1000), OsProcessTable())
 
     def transcript(self, name: str) -> list[dict[str, object]]:
         path = self.base / f"{name}.jsonl"

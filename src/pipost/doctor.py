@@ -26,7 +26,13 @@ from pipost.address import is_address, resume_handle
 from pipost.droplog import LIMIT as DROP_LOG_LIMIT
 from pipost.droplog import LOG_NAME, ROTATED_NAME
 from pipost.host import POLL_S
-from pipost.registry import HEARTBEAT_MS, Presence
+from pipost.session import (
+    HEARTBEAT_MS,
+    TEMPORARY_STALE_MS,
+    Presence,
+    presence,
+    temporary_is_sweepable,
+)
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -35,7 +41,7 @@ if TYPE_CHECKING:
     from typing import Final
 
     from pipost.files import Folder, StrPath
-    from pipost.registry import ProcessTable, Record
+    from pipost.session import ProcessTable, Record
 
 OK = "ok"
 ATTENTION = "attention"
@@ -432,14 +438,14 @@ def check_start_times(facts: Facts) -> list[Finding]:
 def check_temporaries(facts: Facts) -> list[Finding]:
     if not facts.usable("root"):
         return []
-    stale = [t for t in facts.temporaries if registry.temporary_is_sweepable(t.name, t.age_ms)]
+    stale = [t for t in facts.temporaries if temporary_is_sweepable(t.name, t.age_ms)]
     if not stale:
         return [
             Finding(
                 "temporaries-ok",
                 OK,
                 "no temporary file in the mailboxes or the registry is older than "
-                f"{registry.TEMPORARY_STALE_MS // 3_600_000} hours",
+                f"{TEMPORARY_STALE_MS // 3_600_000} hours",
             )
         ]
     return [
@@ -827,7 +833,7 @@ class _Survey:
 
     def _session(self, record: Record) -> SessionFacts:
         token = None if record.pid is None else self.processes.start_token(record.pid)
-        return SessionFacts(record, registry.presence(record, self.now, self.processes), token)
+        return SessionFacts(record, presence(record, self.now, self.processes), token)
 
     def _others(self, folder: Folder) -> list[Temporary]:
         """The files of a folder that are neither letters nor records, with their age."""

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pipost.droplog import Drop
     from pipost.files import StrPath
     from pipost.mailbox import Letter, Quarantined
-    from pipost.resolve import Candidate
+    from pipost.session import Candidate
 
     Document: TypeAlias = dict[str, Any]
 

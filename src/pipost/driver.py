@@ -47,8 +47,9 @@ from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected, Sender
 from pipost.policy import inbound_mode
 from pipost.post import Post, Refused
-from pipost.registry import Record
-from pipost.resolve import Caller, Candidate
+from pipost.resolve import Caller
+from pipost.session import Candidate, Record
+from pipost.session import to_json as record_json
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 Result: TypeAlias = dict[str, Json]
@@ -423,7 +424,7 @@ class InProcessDriver:
     def _session(self, candidate: Candidate) -> Result:
         return {
             "address": candidate.address,
-            "record": registry.to_json(candidate.record),
+            "record": record_json(candidate.record),
             "presence": candidate.presence.value,
             "queued": candidate.queued,
         }

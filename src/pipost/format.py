@@ -12,15 +12,17 @@ Pure: times and presence are handed in.
 
 from __future__ import annotations
 
+from pipost import refusals
 from pipost.address import resume_handle
-from pipost.registry import Presence
+from pipost.session import Presence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pipost.message import Message
-    from pipost.resolve import Candidate
+    from pipost.refusals import Refusal
+    from pipost.session import Candidate
 
 DAY_MS = 24 * 3600 * 1000
 QUOTE = "│ "
@@ -150,13 +152,6 @@ def listing(candidates: Sequence[Candidate], now: int, *, everything: bool) -> l
     return lines
 
 
-_RANKS = {Presence.LIVE: 0, Presence.STALLED: 1, Presence.OFFLINE: 2}
-
-
-def listing_order(candidate: Candidate) -> tuple[int, int, str]:
-    return (_RANKS[candidate.presence], -candidate.record.last_seen, candidate.record.address)
-
-
 def resolve_card(candidate: Candidate, now: int) -> list[str]:
     import shlex  # here, not at the top: only the card quotes a command line
 
@@ -204,6 +199,65 @@ def receipt(delivered: bool, address: str, message_id: str) -> str:
 # -- refusals -----------------------------------------------------------------------
 
 
+def refusal(why: Refusal) -> str:
+    """The text of a refusal, as the reference worded it (the CLI prints it after
+    ``pi-post: ``)."""
+    match why:
+        case refusals.UnknownTarget():
+            return (
+                f'"{visible(why.handle)}" is not an address, a session id, a directory with '
+                "a registered session, or a known session name" + _reachable_lines(why.reachable)
+            )
+        case refusals.NoSessionIn():
+            return (
+                f"no session is registered in {visible(why.path)} — a directory names the "
+                "session running in it" + _reachable_lines(why.reachable)
+            )
+        case refusals.Ambiguous():
+            return f'"{visible(why.handle)}" matches more than one session; use an address:\n' + (
+                "\n".join(_candidate_line(c) for c in why.candidates)
+            )
+        case refusals.UnknownAddress():
+            return (
+                f"{why.address} is unknown: no session registered it and it has no mailbox "
+                "(nothing can be addressed that does not exist)"
+            )
+        case refusals.NoTargets():
+            return "send requires --to <target>"
+        case refusals.TooManyTargets():
+            return (
+                f"{why.count} targets in one send; the cap is {why.cap} — a wider fan-out is a "
+                "broadcast, not a message"
+            )
+        case refusals.EmptyBody():
+            return "empty body (pass --body or pipe stdin)"
+        case refusals.BodyNotText():
+            return "body is not valid text (it holds unpaired surrogates)"
+        case refusals.BodyTooLarge():
+            shown = f"more than {why.cap}" if why.size is None else str(why.size)
+            return (
+                f"body is {shown} bytes; the cap is {why.cap} (send a summary and a path, "
+                "not a payload)"
+            )
+        case refusals.BadEnvelope():
+            return why.problem
+        case refusals.MailboxFull():
+            return visible(
+                f"mailbox {why.address} is full ({why.queued} queued; the cap is {why.cap}) — "
+                "the session is not reading its mail" + _already_queued(why.already_queued)
+            )
+        case refusals.CannotWrite():
+            return visible(
+                f"cannot write to mailbox {why.address} ({why.folder}): {why.reason}"
+                + _already_queued(why.already_queued)
+            )
+    raise AssertionError(f"a refusal without a text: {why!r}")
+
+
+def _already_queued(copies: Sequence[tuple[str, str]]) -> str:
+    return "".join(f"; already queued {address} {message_id}" for address, message_id in copies)
+
+
 def _candidate_line(candidate: Candidate) -> str:
     record = candidate.record
     return f"  {visible(record.name)} ({record.address}) — {visible(record.cwd)}"
@@ -220,38 +274,3 @@ def _reachable_lines(reachable: Sequence[Candidate]) -> str:
     if more > 0:
         lines.append(f"  … and {more} more (pi-post list --all)")
     return "\nreachable sessions:\n" + "\n".join(lines)
-
-
-def unknown_target(handle: str, reachable: Sequence[Candidate]) -> str:
-    return (
-        f'"{visible(handle)}" is not an address, a session id, a directory with a registered '
-        "session, or a known session name" + _reachable_lines(reachable)
-    )
-
-
-def no_session_in(path: str, reachable: Sequence[Candidate]) -> str:
-    return (
-        f"no session is registered in {visible(path)} — a directory names the session "
-        "running in it" + _reachable_lines(reachable)
-    )
-
-
-def ambiguous(handle: str, candidates: Sequence[Candidate]) -> str:
-    lines = [_candidate_line(c) for c in candidates]
-    return f'"{visible(handle)}" matches more than one session; use an address:\n' + "\n".join(
-        lines
-    )
-
-
-def unknown_address(address: str) -> str:
-    return (
-        f"{address} is unknown: no session registered it and it has no mailbox "
-        "(nothing can be addressed that does not exist)"
-    )
-
-
-def too_many_targets(count: int, cap: int) -> str:
-    return (
-        f"{count} targets in one send; the cap is {cap} — a wider fan-out is a broadcast, "
-        "not a message"
-    )

@@ -62,10 +62,11 @@ from pipost.policy import (
     Verdict,
 )
 from pipost.post import Post
+from pipost.session import HEARTBEAT_MS, Record
 from pipost.watch import FolderWatch
 
 POLL_S = 3.0
-HEARTBEAT_S = registry.HEARTBEAT_MS / 1000
+HEARTBEAT_S = HEARTBEAT_MS / 1000
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 60.0
 EXEC_TIMEOUT_S = 600.0
@@ -151,7 +152,7 @@ class Host:
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
     stats: Stats = field(default_factory=Stats)
-    record: registry.Record | None = None
+    record: Record | None = None
     _guard: LoopGuard = field(default_factory=LoopGuard)
     _retries: dict[str, _Retry] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)

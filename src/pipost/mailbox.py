@@ -19,7 +19,7 @@ import errno
 import os
 import stat
 
-from pipost import files
+from pipost import files, format, refusals
 from pipost.address import is_address
 from pipost.message import LETTER_READ_LIMIT, SUFFIX, Message, Rejected, encode, parse
 from pipost.value import Value
@@ -40,10 +40,8 @@ _DEPOSIT_ATTEMPTS = 1000  # a sweep may remove the empty folder between mkdir an
 
 class MailboxFull(Exception):
     def __init__(self, address: str, queued: int) -> None:
-        super().__init__(
-            f"mailbox {address} is full ({queued} queued; the cap is {CAP}) — "
-            "the session is not reading its mail"
-        )
+        self.refusal = refusals.MailboxFull(address, queued, CAP)
+        super().__init__(format.refusal(self.refusal))
         self.address = address
         self.queued = queued
 
@@ -53,11 +51,14 @@ class DepositFailed(OSError):
     It names the mailbox and its folder, not the temporary file the write stopped at."""
 
     def __init__(self, root: StrPath, address: str, cause: OSError) -> None:
-        super().__init__(cause.errno, cause.strerror or str(cause), inbox_of(root, address))
+        reason = cause.strerror or str(cause)
+        folder = inbox_of(root, address)
+        super().__init__(cause.errno, reason, folder)
         self.address = address
+        self.refusal = refusals.CannotWrite(address, folder, reason)
 
     def __str__(self) -> str:
-        return f"cannot write to mailbox {self.address} ({self.filename}): {self.strerror}"
+        return format.refusal(self.refusal)
 
 
 def checked(address: str) -> str:

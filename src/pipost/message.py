@@ -13,6 +13,7 @@ import os
 
 from pipost import jsontext
 from pipost.address import is_address
+from pipost.refusals import BodyNotText, BodyTooLarge, EmptyBody, Refusal
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -104,7 +105,12 @@ class Rejected(Value):
 
 
 class BodyError(ValueError):
-    """A body refused at the sender (empty, or over the cap)."""
+    """A body refused at the sender (empty, not text, or over the cap): ``refusal``
+    says which, with its size where that counts."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal)
+        self.refusal = refusal
 
 
 def is_message_id(text: str) -> bool:
@@ -126,25 +132,16 @@ def body_size(body: str) -> int:
     return len(body.encode("utf-8", errors="surrogatepass"))
 
 
-def over_the_cap(size: int | None) -> BodyError:
-    """The refusal of a body over the cap, with its size; None: read from a stream
-    no further than one byte past the cap, so only "more than the cap" is known."""
-    shown = f"more than {BODY_CAP}" if size is None else str(size)
-    return BodyError(
-        f"body is {shown} bytes; the cap is {BODY_CAP} (send a summary and a path, not a payload)"
-    )
-
-
 def check_body(body: str) -> None:
-    """Refuse what a sender must not send; the text says the size and the cap."""
+    """Refuse what a sender must not send; a body over the cap with its size."""
     if not body.strip():
-        raise BodyError("empty body (pass --body or pipe stdin)")
+        raise BodyError(EmptyBody())
     try:
         size = len(body.encode("utf-8"))
     except UnicodeEncodeError:
-        raise BodyError("body is not valid text (it holds unpaired surrogates)") from None
+        raise BodyError(BodyNotText()) from None
     if size > BODY_CAP:
-        raise over_the_cap(size)
+        raise BodyError(BodyTooLarge(size, BODY_CAP))
 
 
 def new_message(

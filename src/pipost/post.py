@@ -10,9 +10,11 @@ import os
 import time
 
 from pipost import files, format, mailbox, registry
-from pipost.message import new_message, restamped
-from pipost.registry import OsProcessTable, Presence
-from pipost.resolve import Caller, Candidate, Refusal, Target, resolve, resolve_all
+from pipost.message import BodyError, new_message, restamped
+from pipost.refusals import BadEnvelope, MailboxFull, Refusal
+from pipost.registry import OsProcessTable
+from pipost.resolve import Caller, Target, resolve, resolve_all
+from pipost.session import Candidate, Presence, listing_order, presence
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
 
     from pipost.files import StrPath
     from pipost.message import Message, Sender
-    from pipost.registry import ProcessTable, Record
+    from pipost.session import ProcessTable, Record
+    from pipost.sweep import SweepReport
 
 RECEIPT_WAIT_S = 1.5
 """How long a sender waits for a live target to take the message."""
@@ -57,7 +60,17 @@ def wall_clock_ms() -> int:
 
 
 class Refused(Exception):
-    """A send or lookup that must not go ahead; the text is for the user."""
+    """A send or lookup that must not go ahead. ``reason`` is the refusal as data
+    (its kind and facts) where resolution, the body or a mailbox refused, else the
+    text of a front end's own refusal (a setting, a driver argument); ``str()`` is
+    the text for the user either way."""
+
+    def __init__(self, reason: Refusal | str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason if isinstance(self.reason, str) else format.refusal(self.reason)
 
 
 class Receipt(Value):
@@ -131,7 +144,7 @@ class Post:
 
     def _candidate(self, record: Record, now: int, queued: int) -> Candidate:
         return Candidate(
-            record=record, presence=registry.presence(record, now, self.processes), queued=queued
+            record=record, presence=presence(record, now, self.processes), queued=queued
         )
 
     def directory(self) -> DiskDirectory:
@@ -144,7 +157,7 @@ class Post:
     def resolve(self, handle: str, caller: Caller) -> Target:
         outcome = resolve(handle, self.directory(), caller)
         if isinstance(outcome, Refusal):
-            raise Refused(outcome.text)
+            raise Refused(outcome)
         return outcome
 
     def peek(self, address: str) -> list[mailbox.Letter]:
@@ -167,15 +180,17 @@ class Post:
         take theirs."""
         try:
             checked = new_message(sender, body, self.clock(), reply_to=reply_to)
-        except ValueError as error:
-            raise Refused(str(error)) from None
+        except BodyError as refused:
+            raise Refused(refused.refusal) from None
+        except ValueError as error:  # the envelope's rules
+            raise Refused(BadEnvelope(str(error))) from None
         targets = resolve_all(handles, self.directory(), caller)
         if isinstance(targets, Refusal):
-            raise Refused(targets.text)
+            raise Refused(targets)
         for target in targets:  # refuse a full mailbox before writing to any
             queued = mailbox.count(self.root, target.address)
             if queued >= mailbox.CAP:
-                raise Refused(str(mailbox.MailboxFull(target.address, queued)))
+                raise Refused(MailboxFull(target.address, queued, mailbox.CAP))
         deposited: list[tuple[Target, Message, str]] = []
         for target in targets:
             message = restamped(checked, self.clock())
@@ -183,8 +198,8 @@ class Post:
                 path = mailbox.deposit(self.root, target.address, message)
             except (mailbox.MailboxFull, mailbox.DepositFailed) as failed:
                 # filled by a racing sender meanwhile, or a folder that cannot be written
-                sent = "".join(f"; already queued {t.address} {m.id}" for t, m, _ in deposited)
-                raise Refused(format.visible(f"{failed}{sent}")) from None
+                sent = tuple((t.address, m.id) for t, m, _ in deposited)
+                raise Refused(failed.refusal.replace(already_queued=sent)) from None
             deposited.append((target, message, path))
         receipts = []
         deadline = time.monotonic() + self.receipt_wait
@@ -199,10 +214,12 @@ class Post:
 
     # -- tidying ------------------------------------------------------------------
 
-    def sweep(self) -> registry.SweepReport:
+    def sweep(self) -> SweepReport:
+        from pipost import sweep  # here, not at the top: a send never sweeps
+
         if not files.check_root(self.root):
-            return registry.SweepReport((), ())
-        return registry.sweep(self.root, self.clock(), self.processes)
+            return sweep.SweepReport((), ())
+        return sweep.sweep(self.root, self.clock(), self.processes)
 
 
 class DiskDirectory:
@@ -220,7 +237,7 @@ class DiskDirectory:
 
     def candidates(self) -> Sequence[Candidate]:
         if self._all is None:
-            self._all = sorted(self.post.every_candidate(self.now), key=format.listing_order)
+            self._all = sorted(self.post.every_candidate(self.now), key=listing_order)
         return self._all
 
     def has_mailbox(self, address: str) -> bool:

@@ -6,15 +6,24 @@ canonical cwd of each record); a session id or a unique prefix of one (at least
 default name included; the basename of a record's cwd. The first step that
 matches anything decides. Among its matches, sessions whose process exists
 outrank offline ones; exactly one left resolves, more is refused with every
-candidate listed, none is refused with the reachable sessions listed.
+candidate listed, none is refused with the reachable sessions listed. A refusal
+is data (:mod:`pipost.refusals`): the kind and its facts, which format words.
 
 Pure: the directory of sessions and the canonicalisation of paths are handed in.
 """
 
 from __future__ import annotations
 
-from pipost import format
 from pipost.address import HandleKind, classify_handle, default_name, expand_path
+from pipost.refusals import (
+    Ambiguous,
+    NoSessionIn,
+    NoTargets,
+    Refusal,
+    TooManyTargets,
+    UnknownAddress,
+    UnknownTarget,
+)
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -22,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Final, Protocol
 
-    from pipost.registry import Presence, Record
+    from pipost.session import Candidate, Record
 
     class Directory(Protocol):
         """What resolution reads: the sessions, their presence, the mailboxes."""
@@ -39,25 +48,6 @@ if TYPE_CHECKING:
 MAX_TARGETS = 8
 
 
-class Candidate(Value):
-    """A session as resolution and listings see it."""
-
-    # Fields in their order, which Value's repr and replace follow.
-    __slots__ = ("record", "presence", "queued")
-    record: Final[Record]
-    presence: Final[Presence]
-    queued: Final[int]
-
-    def __init__(self, record: Record, presence: Presence, queued: int) -> None:
-        self.record = record
-        self.presence = presence
-        self.queued = queued
-
-    @property
-    def address(self) -> str:
-        return self.record.address
-
-
 class Target(Value):
     """A resolved target; ``candidate`` is None for a mailbox with no record."""
 
@@ -68,16 +58,6 @@ class Target(Value):
     def __init__(self, address: str, candidate: Candidate | None) -> None:
         self.address = address
         self.candidate = candidate
-
-
-class Refusal(Value):
-    __slots__ = ("handle", "text")
-    handle: Final[str | None]
-    text: Final[str]
-
-    def __init__(self, handle: str | None, text: str) -> None:
-        self.handle = handle
-        self.text = text
 
 
 class Caller(Value):
@@ -104,16 +84,16 @@ def resolve(handle: str, directory: Directory, caller: Caller) -> Target | Refus
         try:
             path = caller.canonical(path)
         except ValueError:  # a NUL or an unpaired surrogate: no folder has such a name
-            return Refusal(handle, format.no_session_in(path, _reachable(candidates)))
+            return NoSessionIn(handle, path, _reachable(candidates))
         matches = [c for c in candidates if c.record.cwd == path]
         if not matches:
-            return Refusal(handle, format.no_session_in(path, _reachable(candidates)))
+            return NoSessionIn(handle, path, _reachable(candidates))
         return _decide(handle, matches)
     for step in _NAME_STEPS:
         matches = [c for c in candidates if step(handle, c.record)]
         if matches:
             return _decide(handle, matches)
-    return Refusal(handle, format.unknown_target(handle, _reachable(candidates)))
+    return UnknownTarget(handle, _reachable(candidates))
 
 
 def resolve_all(
@@ -122,9 +102,9 @@ def resolve_all(
     """All or nothing: the first refusal refuses the batch. Handles that name one
     session collapse to one target, in the order first named."""
     if not handles:
-        return Refusal(None, "send requires --to <target>")
+        return NoTargets()
     if len(handles) > MAX_TARGETS:
-        return Refusal(None, format.too_many_targets(len(handles), MAX_TARGETS))
+        return TooManyTargets(len(handles), MAX_TARGETS)
     targets: dict[str, Target] = {}
     for handle in handles:
         outcome = resolve(handle, directory, caller)
@@ -141,7 +121,7 @@ def _by_address(address: str, directory: Directory) -> Target | Refusal:
     if directory.has_mailbox(address):
         return Target(address, None)
     # pi-post 0.7 would create a mailbox nobody reads; the reference refuses.
-    return Refusal(address, format.unknown_address(address))
+    return UnknownAddress(address)
 
 
 def _exact_session_id(handle: str, record: Record) -> bool:
@@ -175,8 +155,8 @@ def _decide(handle: str, matches: list[Candidate]) -> Target | Refusal:
     remaining = running or matches
     if len(remaining) == 1:
         return Target(remaining[0].address, remaining[0])
-    return Refusal(handle, format.ambiguous(handle, remaining))
+    return Ambiguous(handle, tuple(remaining))
 
 
-def _reachable(candidates: Sequence[Candidate]) -> list[Candidate]:
-    return [c for c in candidates if c.presence.process_exists] or list(candidates)
+def _reachable(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
+    return tuple(c for c in candidates if c.presence.process_exists) or tuple(candidates)

@@ -26,10 +26,11 @@ from typing import IO, Any
 
 import pytest
 
-from pipost import droplog, mailbox, registry
+from pipost import droplog, mailbox, registry, session
 from pipost.address import address_of
 from pipost.post import wall_clock_ms
-from pipost.registry import OsProcessTable, Presence
+from pipost.registry import OsProcessTable
+from pipost.session import Presence
 
 CLI = [sys.executable, "-m", "pipost"]
 WAIT_S = 15.0
@@ -201,7 +202,7 @@ class Exchange:
             return (
                 record is not None
                 and record.pid == listener.pid
-                and registry.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.LIVE
+                and session.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.LIVE
             )
 
         self.until(live, f"{listener.session_id} is live")

@@ -38,11 +38,12 @@ from pathlib import Path
 
 import pytest
 
-from pipost import mailbox, registry
+from pipost import mailbox, registry, session
 from pipost.address import address_of
 from pipost.message import LETTER_READ_LIMIT, Message, Sender, encode, new_message
 from pipost.post import wall_clock_ms
-from pipost.registry import OsProcessTable, Presence
+from pipost.registry import OsProcessTable
+from pipost.session import Presence
 from tests.helpers import made
 
 from .conftest import CLI, WAIT_S, Exchange, read_transcript
@@ -186,7 +187,7 @@ class MeasuredListener:
         return (
             record is not None
             and record.pid == self.pid
-            and registry.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.LIVE
+            and session.presence(record, wall_clock_ms(), OsProcessTable()) is Presence.LIVE
         )
 
     def running(self) -> bool:

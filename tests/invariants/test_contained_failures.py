@@ -27,7 +27,7 @@ from pyfakefs import helpers as fake_helpers
 from pyfakefs.fake_filesystem import FakeFilesystem
 from pyfakefs.fake_filesystem_unittest import Patcher
 
-from pipost import cli, files, mailbox, registry
+from pipost import cli, files, mailbox, registry, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, new_message
@@ -225,7 +225,7 @@ def test_heartbeats_that_cannot_be_written_are_counted_and_mail_still_flows(
         registered = registry.read(ROOT, ADDRESS)
         assert registered is not None and receiver.stats.failed_heartbeats == 0
         os.chmod(REGISTRY, READ_ONLY)
-        receiver.post.clock = FixedClock(NOW + registry.HEARTBEAT_MS)
+        receiver.post.clock = FixedClock(NOW + session.HEARTBEAT_MS)
 
         receiver.beat()
         receiver.beat()
@@ -240,7 +240,7 @@ def test_heartbeats_that_cannot_be_written_are_counted_and_mail_still_flows(
         os.chmod(REGISTRY, 0o700)  # writable again: the next beat lands
         receiver.beat()
         beaten = registry.read(ROOT, ADDRESS)
-        assert beaten is not None and beaten.last_seen == NOW + registry.HEARTBEAT_MS
+        assert beaten is not None and beaten.last_seen == NOW + session.HEARTBEAT_MS
     finally:
         receiver.stop()
 

@@ -3,7 +3,7 @@ folder trees laid out by someone who wants a reader to crash, follow a link, rea
 a gigabyte or build a path from a field (SPEC 1.2 "strict and total", SPEC 10;
 INV-03, INV-09, INV-10, INV-16, INV-22, INV-23).
 
-- message.parse and registry.parse never raise, whatever the bytes; what they
+- message.parse and session.parse never raise, whatever the bytes; what they
   accept round-trips and has every path-bearing field in its grammar;
 - listing and resolving over a hostile registry folder only ever refuse;
 - a receiving session draining a hostile mailbox delivers every good letter once,
@@ -33,7 +33,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipost import mailbox, registry
+from pipost import mailbox, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import (
@@ -47,8 +47,8 @@ from pipost.message import (
     parse,
 )
 from pipost.post import Post, Refused, os_caller
-from pipost.registry import Record
 from pipost.resolve import Target
+from pipost.session import Record
 from tests.helpers import NOW, FakeProcessTable, FixedClock, made
 from tests.invariants.conftest import count_example, count_step
 
@@ -428,7 +428,7 @@ def test_a_huge_valid_looking_letter_is_rejected_before_it_is_decoded() -> None:
     assert str(LETTER_READ_LIMIT) in outcome.reason
 
 
-# -- registry.parse -------------------------------------------------------------------
+# -- session.parse -------------------------------------------------------------------
 
 session_ids = st.text(min_size=1, max_size=40) | st.uuids().map(str)
 record_cwds = st.text(min_size=1, max_size=40)
@@ -453,7 +453,7 @@ def records(draw: st.DrawFn) -> Record:
 
 valid_record_bytes = st.sampled_from(
     [json.dumps(record).encode() for record in REFERENCE_RECORDS]
-) | records().map(registry.encode)
+) | records().map(session.encode)
 RECORD_FIELDS = (
     "v",
     "address",
@@ -474,7 +474,7 @@ def expected_address(session_id: str) -> str:
 
 
 def check_record_outcome(raw: bytes, file_name: str | None) -> Record | Rejected:
-    outcome = registry.parse(raw, file_name)
+    outcome = session.parse(raw, file_name)
     assert isinstance(outcome, (Record, Rejected)), outcome
     if isinstance(outcome, Rejected):
         assert outcome.reason
@@ -485,7 +485,7 @@ def check_record_outcome(raw: bytes, file_name: str | None) -> Record | Rejected
         assert text and text.encode("utf-8")
     if file_name is not None:
         assert file_name == outcome.address + ".json"
-    again = registry.parse(registry.encode(outcome), outcome.address + ".json")
+    again = session.parse(session.encode(outcome), outcome.address + ".json")
     assert isinstance(again, Record)
     assert essentials(again) == essentials(outcome), "re-encoding changed the record"
     return outcome
@@ -636,7 +636,7 @@ registry_entries = st.builds(
 
 def lay_registry_entry(folder: Path, outside: Path, entry: RegistryEntry) -> bool:
     """Write one entry; True if it is a record a reader must list."""
-    record, data = entry.record, registry.encode(entry.record)
+    record, data = entry.record, session.encode(entry.record)
     name = record.address + ".json"
     if entry.kind == "valid":
         write_file(folder / name, data)
@@ -647,7 +647,7 @@ def lay_registry_entry(folder: Path, outside: Path, entry: RegistryEntry) -> boo
     elif entry.kind == "half-written":
         write_file(folder / name, data[: len(data) // 2])
     elif entry.kind == "address not of sessionId":
-        lying = registry.to_json(record) | {"address": entry.other.address}
+        lying = session.to_json(record) | {"address": entry.other.address}
         write_file(folder / (entry.other.address + ".json"), json.dumps(lying).encode())
     elif entry.kind == "filed under another address":
         write_file(folder / (entry.other.address + ".json"), data)
@@ -656,7 +656,7 @@ def lay_registry_entry(folder: Path, outside: Path, entry: RegistryEntry) -> boo
     elif entry.kind == "temporary":
         write_file(folder / (name + ".tmp"), data)
     elif entry.kind == "oversize":
-        write_file(folder / name, data[:-1] + b" " * registry.RECORD_READ_LIMIT + b"}")
+        write_file(folder / name, data[:-1] + b" " * session.RECORD_READ_LIMIT + b"}")
     else:
         plant_hazard(folder / name, entry.kind, data, outside)
     return False

@@ -45,13 +45,13 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pipost import droplog, files, format, mailbox, registry
+from pipost import droplog, files, format, mailbox, registry, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, new_message, parse
 from pipost.post import Post, Refused
-from pipost.registry import Presence
 from pipost.resolve import Caller
+from pipost.session import Presence
 from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, tree_snapshot
 from tests.invariants.conftest import count_example, count_step
 
@@ -468,7 +468,7 @@ class MailboxMachine(RuleBasedStateMachine):
         of its session stay; what goes was allowed to go."""
         letters = self._letters()
         record = registry.read(self.root, ADDRESS)
-        state = None if record is None else registry.presence(record, self.clock(), self.processes)
+        state = None if record is None else session.presence(record, self.clock(), self.processes)
         report = self.post.sweep()
         if letters:
             assert self._letters() == letters
@@ -479,7 +479,7 @@ class MailboxMachine(RuleBasedStateMachine):
             event("sweep removed the record")
             assert record is not None and not letters
             assert state is Presence.OFFLINE
-            assert self.clock() - record.last_seen > registry.SWEEP_AFTER_MS
+            assert self.clock() - record.last_seen > session.SWEEP_AFTER_MS
         if report.mailboxes_removed:
             event("sweep removed the mailbox")
             assert not letters and registry.read(self.root, ADDRESS) is None

@@ -18,7 +18,7 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pipost import format, mailbox, registry
+from pipost import format, mailbox, registry, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, encode, new_message
@@ -261,4 +261,4 @@ def test_a_record_replaced_in_place_is_whole_at_every_cut(tmp_path: Path) -> Non
     assert [verdict for _, verdict in every_cut(tmp_path, recorder.ops) if not verdict.ok] == []
     durable = _replayed(tmp_path, recorder).durable_files()
     record_file = durable[str(registry.record_path(root, address_of(RECEIVER)))]
-    assert registry.parse(record_file.data) == registry.replace_last_seen(record, NOW + 30_000)
+    assert session.parse(record_file.data) == registry.replace_last_seen(record, NOW + 30_000)

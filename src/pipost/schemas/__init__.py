@@ -2,7 +2,7 @@
 
 ``message.v1`` is SPEC 1.2 (one message per inbox file), ``record.v1`` is
 SPEC 1.3 (one registry record per session). Porters validate against them;
-the parsers in :mod:`pipost.message` and :mod:`pipost.registry` are stricter
+the parsers in :mod:`pipost.message` and :mod:`pipost.session` are stricter
 where JSON Schema cannot say a rule (each schema's description lists those).
 ``cli.v1`` is not wire: it describes the documents ``--json`` prints
 (docs/json.md), and refers to the two others.
