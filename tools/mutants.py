@@ -77,10 +77,8 @@ FAULTS: tuple[Fault, ...] = (
         "unlink before context entry",
         _one(
             "host.py",
-            "        delivery = Delivery(message, format.frame(message), "
-            "WAKES[(self.resume, at_startup)])\n",
-            "        delivery = Delivery(message, format.frame(message), "
-            "WAKES[(self.resume, at_startup)])\n"
+            "        delivery = Delivery(message, format.frame(message), wake)\n",
+            "        delivery = Delivery(message, format.frame(message), wake)\n"
             "        claim.dispose()\n",
         ),
         (
@@ -289,8 +287,8 @@ FAULTS: tuple[Fault, ...] = (
         "the ledger is ignored after a crash",
         _one(
             "host.py",
-            "            elif self.context.holds(content.id):\n",
-            "            elif False:\n",
+            "            held = self.context.holds(content.id)\n",
+            "            held = None\n",
         ),
         (
             f"{HOST_TESTS}::test_a_context_with_a_ledger_is_not_entered_again_after_a_crash",
@@ -301,7 +299,7 @@ FAULTS: tuple[Fault, ...] = (
         "a drop that is not logged",
         _one(
             "host.py",
-            '                self._log(claim.name, sender, verdict.reason or "dropped")\n',
+            "                self._log(claim.name, message.sender.key, reason)\n",
             "",
         ),
         (

@@ -36,7 +36,7 @@ from pipost.message import Message, Sender, new_message
 from pipost.policy import Inbound, Resume, inbound_mode, resume_mode
 from pipost.post import Post, os_caller, wall_clock_ms
 from pipost.registry import OsProcessTable, Presence
-from tests.helpers import give_to_unprivileged, unprivileged
+from tests.helpers import entered_count, give_to_unprivileged, unprivileged
 
 WAIT_S = 10.0
 """Longest a step waits for something another thread or process does."""
@@ -580,7 +580,7 @@ def letters_race(context: Context, count: int) -> None:
     def take(receiver: Host) -> None:
         deadline = time.monotonic() + WAIT_S * 2
         while entered() < count and time.monotonic() < deadline:
-            if receiver.drain() == 0:
+            if entered_count(receiver.drain()) == 0:
                 time.sleep(0.001)
 
     threads = [threading.Thread(target=feed)]
