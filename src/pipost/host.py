@@ -6,20 +6,25 @@ A host owns one address. It joins the listeners of that address (listeners.py:
 a second one is refused unless asked to run beside the first), registers its
 record (pid and the process's start time), then takes its mail in a loop: at
 start-up, whenever the folder watch fires, and every 3 s regardless. Each letter
-goes through the same steps:
+goes through the same steps; check to enter are decided by reception.decide from
+the facts the host gathers, and carried out by Host.take:
 
     claim      lock the file, oldest first; another receiver's claim is skipped
     can it?    the claim still holds and the mailbox folder can be written: else
                the letter stays queued, untouched, and the session says why, once
     check      a letter that is not a message is set aside, never delivered
     ledger     a context that already holds the id gets only the missing unlink
-    guard      the inbound mode, then the loop guard; a drop is logged first
+    guard      the inbound mode (asking the person if it says so), then the loop
+               guard; a drop is logged first
     enter      the framed text goes to the context: a steer that wakes the
                session, or, for mail found at start-up with PI_POST_RESUME=stage,
                staged for the first prompt
     dispose    unlink only once the context took it (or it was dropped): the
                unlink is the sender's receipt; an unlink that fails keeps the
                claim, and is tried again at every drain, never entered again
+
+drain() returns an Outcome for every letter it took (what became of it, and why),
+and stats counts them.
 
 A context that fails leaves the letter queued and is retried with backoff, so
 nothing is lost (INV-05). With a context that can say which ids it holds (a
