@@ -21,8 +21,9 @@ import pytest
 
 from pipost import droplog, files, format, host, listeners, mailbox, registry
 from pipost.address import address_of
+from pipost.driver import InProcessDriver
 from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
-from pipost.message import Message, Sender, new_message
+from pipost.message import Message, Sender, new_message, to_json
 from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
 from pipost.reception import Action, Outcome
@@ -336,6 +337,25 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
     assert (aside / (bad_name + ".reason")).read_text().startswith("not JSON")
     assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [(bad_name, "malformed")]
     assert receiver.stats.set_aside == 1
+
+
+def test_the_drivers_take_sets_a_letter_aside_logged_as_a_session_logs_it(
+    root: Path, tmp_path: Path
+) -> None:
+    driver = InProcessDriver(root, home=str(tmp_path), now=NOW)
+    bad_name = f"{NOW - 5:013d}-0badc0de.json"
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
+    inbox.mkdir(parents=True)
+    (inbox / bad_name).write_bytes(b'{"v": 1, "id": "torn')
+    message = deposit(root, "good", NOW)
+
+    result = driver.call("take", address=ADDRESS)
+
+    reason = (Path(mailbox.quarantine_of(root, ADDRESS)) / (bad_name + ".reason")).read_text()
+    assert result["set_aside"] == [{"name": bad_name, "reason": reason.strip()}]
+    assert result["message"] == to_json(message)
+    logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
+    assert logged == [(bad_name, "?", f"malformed: {reason.strip()}")]
 
 
 # -- what a drain reports ------------------------------------------------------------

@@ -294,8 +294,9 @@ class InProcessDriver:
         """Receive the oldest message of ``address``: claim it, dispose of it, return it.
 
         A letter that is not a message is set aside (never delivered, never
-        destroyed) and the next one is tried. Result: ``{"message": wire message or
-        None, "set_aside": [{"name", "reason"}, ...]}``."""
+        destroyed), logged as a receiving session logs it, and the next one is
+        tried. Result: ``{"message": wire message or None, "set_aside": [{"name",
+        "reason"}, ...]}``."""
         set_aside: list[Json] = []
         for claim in mailbox.claims(self.root, _address(address)):
             if isinstance(claim.content, Rejected):
