@@ -45,7 +45,7 @@ Feature: Receiving — where "delivered" is decided
   Scenario: a refusing session drops the message, logging why before the unlink and never the body
     Given a receiving host with PI_POST_INBOUND set to "refuse" and no one to ask
     When a process sends "the-secret-body-4711" to the receiving host
-    And the host takes its mail
+    And the host takes its mail, the disk looked at before each unlink
     Then the context holds no message
     And the receiving host's mailbox is empty
     And the drop log records the message as "refused", naming its sender

@@ -1,6 +1,6 @@
 """Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
 and a clock that the test controls, builders for records and messages, and a user
-that mode bits bind."""
+that mode bits bind; what a drain's outcomes come to."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from pipost import files, registry
 from pipost.address import address_of, default_name
 from pipost.message import Message, Sender, new_message
+from pipost.reception import ENTERS, Outcome
 from pipost.session import Record
 
 NOW = 1796078534257
@@ -106,6 +107,11 @@ def write_record(root: Path, record: Record) -> Record:
 
 def make_message(sent_at: int = NOW, body: str = "hello", name: str = "process:test") -> Message:
     return new_message(Sender(kind="process", name=name), body, sent_at)
+
+
+def entered_count(outcomes: Sequence[Outcome]) -> int:
+    """How many of a drain's outcomes are letters that entered the context."""
+    return sum(outcome.action in ENTERS for outcome in outcomes)
 
 
 def json_names(folder: Path) -> list[str]:

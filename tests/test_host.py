@@ -21,13 +21,22 @@ import pytest
 
 from pipost import droplog, files, format, host, listeners, mailbox, registry, session
 from pipost.address import address_of
+from pipost.driver import InProcessDriver
 from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
-from pipost.message import Message, Sender, new_message
+from pipost.message import Message, Sender, new_message, to_json
 from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
+from pipost.reception import Action, Outcome
 from pipost.registry import OsProcessTable
 from pipost.session import Presence
-from tests.helpers import NOW, FakeProcessTable, FixedClock, process_gone, tree_snapshot
+from tests.helpers import (
+    NOW,
+    FakeProcessTable,
+    FixedClock,
+    entered_count,
+    process_gone,
+    tree_snapshot,
+)
 
 SESSION = "receiver-session"
 ADDRESS = address_of(SESSION)
@@ -222,7 +231,7 @@ def test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff(
     assert context.attempts == 2
 
     steps.now += host.RETRY_FIRST_S
-    assert receiver.drain() == 1
+    assert entered_count(receiver.drain()) == 1
     assert context.ids == [message.id]
     assert queued(root) == []
     assert receiver.stats.failed_entries == 2
@@ -331,6 +340,110 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
     assert receiver.stats.set_aside == 1
 
 
+def test_the_drivers_take_sets_a_letter_aside_logged_as_a_session_logs_it(
+    root: Path, tmp_path: Path
+) -> None:
+    driver = InProcessDriver(root, home=str(tmp_path), now=NOW)
+    bad_name = f"{NOW - 5:013d}-0badc0de.json"
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
+    inbox.mkdir(parents=True)
+    (inbox / bad_name).write_bytes(b'{"v": 1, "id": "torn')
+    message = deposit(root, "good", NOW)
+
+    result = driver.call("take", address=ADDRESS)
+
+    reason = (Path(mailbox.quarantine_of(root, ADDRESS)) / (bad_name + ".reason")).read_text()
+    assert result["set_aside"] == [{"name": bad_name, "reason": reason.strip()}]
+    assert result["message"] == to_json(message)
+    logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
+    assert logged == [(bad_name, "?", f"malformed: {reason.strip()}")]
+
+
+# -- what a drain reports ------------------------------------------------------------
+
+
+def test_a_drain_returns_what_became_of_every_letter_it_took_and_stats_counts_them(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    receiver.start()
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
+    bad_name = f"{NOW - 5:013d}-0badc0de.json"
+    (inbox / bad_name).write_bytes(b"{")
+    first = deposit(root, "same words", NOW)
+    echo = deposit(root, "same words", NOW + 1)
+    held = deposit(root, "entered before a crash", NOW + 2, sender="other")
+    context.deliveries.append(Delivery(held, format.frame(held), True))  # held already
+
+    outcomes = receiver.drain()
+
+    assert [(o.name, o.action, o.message_id) for o in outcomes] == [
+        (bad_name, Action.SET_ASIDE, None),
+        (first.file_name, Action.ENTER, first.id),
+        (echo.file_name, Action.DROP, echo.id),
+        (held.file_name, Action.ACKNOWLEDGE, held.id),
+    ]
+    logged = {d.letter: d.reason for d in drops(root)}
+    assert outcomes[0].reason == logged[bad_name] and logged[bad_name].startswith("malformed")
+    assert outcomes[2].reason == logged[echo.file_name]
+    assert logged[echo.file_name].startswith("duplicate")
+    assert outcomes[1].reason is None and outcomes[3].reason is None
+    assert queued(root) == []
+    assert receiver.stats == host.Stats(entered=1, dropped=1, set_aside=1, already_held=1)
+
+
+def test_a_drain_reports_a_failed_entry_and_leaves_a_letter_waiting_for_its_retry_unreported(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = SteppedTime()
+    monkeypatch.setattr(host, "time", steps)
+    receiver = hosts(post, ExecContext("exit 3", {}))
+    receiver.start()
+    message = deposit(root, "try me", NOW)
+
+    failed = receiver.drain()
+    waiting = receiver.drain()  # its next try is a second away
+
+    assert failed == [
+        Outcome(message.file_name, Action.FAILED, "exit status 3", message.id),
+    ]
+    assert waiting == []
+    assert receiver.stats.failed_entries == 1
+    assert queued(root) == [message.file_name]
+
+
+def test_mail_found_at_start_up_with_resume_stage_is_reported_staged(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context, resume=Resume.STAGE)
+    waited = deposit(root, "while you were away", NOW)
+    receiver.start()
+    live = deposit(root, "now", NOW + 1)
+
+    assert receiver.drain() == [Outcome(live.file_name, Action.ENTER, None, live.id)]
+    assert [d.wake for d in context.deliveries] == [False, True]
+    assert receiver.stats.entered == 2
+    assert context.ids == [waited.id, live.id]
+
+
+def test_a_letter_taken_meanwhile_by_a_receiver_without_locks_is_reported_left(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context)
+    receiver.start()
+    message = deposit(root, "gone already", NOW)
+    claim = next(mailbox.claims(root, ADDRESS))
+    (Path(mailbox.inbox_of(root, ADDRESS)) / message.file_name).unlink()  # pi-post 0.7 took it
+
+    outcome = receiver.take(claim)
+
+    assert outcome.action is Action.LEFT and outcome.message_id == message.id
+    assert context.ids == []
+
+
 # -- INV-06: no double delivery -------------------------------------------------------
 
 
@@ -363,7 +476,7 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
     def take(receiver: Host) -> None:
         deadline = time.monotonic() + 20
         while entered() < total and time.monotonic() < deadline:
-            if receiver.drain() == 0:
+            if entered_count(receiver.drain()) == 0:
                 time.sleep(0.001)
 
     threads = [threading.Thread(target=feed)]
@@ -926,7 +1039,7 @@ def test_a_mailbox_that_cannot_be_written_keeps_its_letters_untouched_and_says_s
     ]
 
     read_only[0] = False
-    assert receiver.drain() == 1
+    assert entered_count(receiver.drain()) == 1
     assert context.ids == [message.id]
     assert queued(root) == []
     assert mailbox.quarantined(root)[0].name == bad_name

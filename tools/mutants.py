@@ -148,10 +148,8 @@ FAULTS: tuple[Fault, ...] = (
         "unlink before context entry",
         _one(
             "host.py",
-            "        delivery = Delivery(message, format.frame(message), "
-            "WAKES[(self.resume, at_startup)])\n",
-            "        delivery = Delivery(message, format.frame(message), "
-            "WAKES[(self.resume, at_startup)])\n"
+            "        delivery = Delivery(message, format.frame(message), wake)\n",
+            "        delivery = Delivery(message, format.frame(message), wake)\n"
             "        claim.dispose()\n",
         ),
         (
@@ -373,8 +371,8 @@ FAULTS: tuple[Fault, ...] = (
         "the ledger is ignored after a crash",
         _one(
             "host.py",
-            "            elif self.context.holds(content.id):\n",
-            "            elif False:\n",
+            "            held = self.context.holds(content.id)\n",
+            "            held = None\n",
         ),
         (
             tests(
@@ -388,7 +386,7 @@ FAULTS: tuple[Fault, ...] = (
         "a drop that is not logged",
         _one(
             "host.py",
-            '                self._log(claim.name, sender, verdict.reason or "dropped")\n',
+            "                self._log(claim.name, message.sender.key, reason)\n",
             "",
         ),
         (

@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +29,15 @@ from behave.runner import Context
 
 from pipost import droplog, mailbox, registry, session
 from pipost.address import address_of
-from pipost.files import StrPath
 from pipost.host import POLL_S, Delivery, Host, TranscriptContext
 from pipost.host import Context as HostContext
 from pipost.message import Message, Sender, new_message
 from pipost.policy import Inbound, Resume, inbound_mode, resume_mode
 from pipost.post import Post, os_caller, wall_clock_ms
+from pipost.reception import RECEIPTED, Action
 from pipost.registry import OsProcessTable
 from pipost.session import Presence
-from tests.helpers import give_to_unprivileged, unprivileged
+from tests.helpers import entered_count, give_to_unprivileged, unprivileged
 
 WAIT_S = 10.0
 """Longest a step waits for something another thread or process does."""
@@ -86,10 +86,6 @@ class Recording:
     def bodies(self) -> list[str]:
         with self._lock:
             return [d.message.body for d in self.deliveries]
-
-
-class Crash(BaseException):
-    """Stands for the receiving process dying: nothing after it runs."""
 
 
 class Listener:
@@ -214,7 +210,6 @@ class Reception:
         self.cli_message_id: str | None = None
         self.letter_bytes = b""
         """A letter's bytes as it was deposited, to tell that it was left untouched."""
-        self._watch_drop_log()
 
     # -- in-process hosts -------------------------------------------------------------
 
@@ -339,18 +334,6 @@ class Reception:
 
     # -- the drop log ----------------------------------------------------------------
 
-    def _watch_drop_log(self) -> None:
-        """Note, for every drop recorded, whether its letter was still on disk."""
-        real_record = droplog.record
-
-        def record(root: StrPath, drop: droplog.Drop) -> None:
-            letter = Path(mailbox.inbox_of(root, drop.address)) / drop.letter
-            self.letter_on_disk_at_drop.append(letter.exists())
-            real_record(root, drop)
-
-        droplog.record = record
-        self.context.add_cleanup(setattr, droplog, "record", real_record)
-
     def drops(self) -> list[droplog.Drop]:
         return list(droplog.read(self.root))
 
@@ -377,26 +360,6 @@ def times(text: str) -> int:
 
 def process(name: str = "script") -> Sender:
     return Sender("process", name)
-
-
-@contextmanager
-def dying_at_the_unlink(receiver: Host) -> Iterator[None]:
-    """While active, ``receiver`` dies right after a message entered its context,
-    before the unlink; the kernel drops a dead process's locks — its claim and its
-    place among the listeners — so we do too."""
-    real_dispose = mailbox.Claim.dispose_or_hold
-
-    def die(claim: mailbox.Claim) -> bool:
-        claim.release()
-        if receiver._listening is not None:
-            receiver._listening.close()
-        raise Crash
-
-    setattr(mailbox.Claim, "dispose_or_hold", die)  # noqa: B010  # a method swapped for a while
-    try:
-        yield
-    finally:
-        setattr(mailbox.Claim, "dispose_or_hold", real_dispose)  # noqa: B010
 
 
 # -- in-process hosts: Given --------------------------------------------------------
@@ -581,7 +544,7 @@ def letters_race(context: Context, count: int) -> None:
     def take(receiver: Host) -> None:
         deadline = time.monotonic() + WAIT_S * 2
         while entered() < count and time.monotonic() < deadline:
-            if receiver.drain() == 0:
+            if entered_count(receiver.drain()) == 0:
                 time.sleep(0.001)
 
     threads = [threading.Thread(target=feed)]
@@ -593,15 +556,33 @@ def letters_race(context: Context, count: int) -> None:
     assert not any(thread.is_alive() for thread in threads), "the race did not end"
 
 
+@when("the host takes its mail, the disk looked at before each unlink")
+def host_drains_looking(context: Context) -> None:
+    """A drain a letter at a time, as drain() takes them: Host.take, then the unlink
+    (the receipt). In between, a drop's letter must be on disk and already logged."""
+    rx = reception(context)
+    for claim in mailbox.claims(rx.root, rx.address):
+        outcome = rx.host.take(claim)
+        if outcome.action is Action.DROP:
+            logged = claim.name in [drop.letter for drop in rx.drops()]
+            rx.letter_on_disk_at_drop.append(logged and Path(claim.path).exists())
+        if outcome.action in RECEIPTED:
+            claim.dispose()
+
+
 @when("the host dies after entering the message but before unlinking it")
 def host_dies(context: Context) -> None:
+    """It takes the letter (Host.take: the text enters), then dies before the unlink
+    drain() would do next; the kernel drops a dead process's locks — its claim and
+    its place among the listeners — so we do too."""
     rx = reception(context)
-    with dying_at_the_unlink(rx.host):
-        try:
-            rx.host.drain()
-        except Crash:
-            return
-    raise AssertionError("the host took no message, so it could not die taking one")
+    claim = next(mailbox.claims(rx.root, rx.address), None)
+    assert claim is not None, "no letter to take, so the host could not die taking one"
+    outcome = rx.host.take(claim)
+    assert outcome.action is Action.ENTER, outcome
+    claim.release()
+    if rx.host._listening is not None:
+        rx.host._listening.close()
 
 
 @when("a new host starts on the same context")

@@ -42,11 +42,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TextIO, TypeAlias, Union
 
-from pipost import droplog, format, host, mailbox, message, registry
+from pipost import format, host, mailbox, message, registry
 from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected, Sender
 from pipost.policy import inbound_mode
 from pipost.post import Post, Refused
+from pipost.reception import Action, Outcome
 from pipost.resolve import Caller
 from pipost.session import Candidate, Record
 from pipost.session import to_json as record_json
@@ -294,12 +295,13 @@ class InProcessDriver:
         """Receive the oldest message of ``address``: claim it, dispose of it, return it.
 
         A letter that is not a message is set aside (never delivered, never
-        destroyed) and the next one is tried. Result: ``{"message": wire message or
-        None, "set_aside": [{"name", "reason"}, ...]}``."""
+        destroyed), logged as a receiving session logs it, and the next one is
+        tried. Result: ``{"message": wire message or None, "set_aside": [{"name",
+        "reason"}, ...]}``."""
         set_aside: list[Json] = []
         for claim in mailbox.claims(self.root, _address(address)):
             if isinstance(claim.content, Rejected):
-                claim.set_aside(claim.content.reason)
+                host.set_aside(self.post, claim, claim.content.reason)
                 set_aside.append({"name": claim.name, "reason": claim.content.reason})
                 continue
             claim.dispose()
@@ -322,26 +324,13 @@ class InProcessDriver:
         still in the mailbox when its text entered; ``dropped`` holds messages let go
         by the mode or the guard, ``set_aside`` letters that were not messages."""
         receiver, context = self._receiver(session_id)
-        receiver.inbound = inbound_mode(inbound)
-        address = receiver.address
-        waiting = {letter.name: letter.content for letter in self.post.peek(address)}
+        receiver.inbound = inbound_mode(inbound)  # the session's mode for this call
         context.begin(fail)
-        receiver.drain()
-        gone = set(waiting) - set(mailbox.letter_names(self.root, address))
-        gone -= set(context.entered_names)
-        reasons = {d.letter: d.reason for d in droplog.read(self.root) if d.address == address}
-        dropped: list[Json] = []
-        set_aside: list[Json] = []
-        for name in sorted(gone):
-            content = waiting[name]
-            if isinstance(content, Rejected):
-                set_aside.append({"name": name, "reason": reasons.get(name, content.reason)})
-            else:
-                dropped.append({"name": name, "reason": reasons.get(name, "")})
+        outcomes = receiver.drain()
         return {
             "entered": list[Json](context.entries),
-            "dropped": dropped,
-            "set_aside": set_aside,
+            "dropped": _reasons(outcomes, Action.DROP),
+            "set_aside": _reasons(outcomes, Action.SET_ASIDE),
         }
 
     # -- tidying ------------------------------------------------------------------------
@@ -437,13 +426,11 @@ class RecordingContext:
     def __init__(self, inbox: Path) -> None:
         self.inbox = inbox
         self.entries: list[Result] = []
-        self.entered_names: list[str] = []
         self._held: set[str] = set()
         self._failures_left = 0
 
     def begin(self, failures: int) -> None:
         self.entries = []
-        self.entered_names = []
         self._failures_left = failures
 
     def holds(self, message_id: str) -> bool | None:
@@ -453,8 +440,7 @@ class RecordingContext:
         if self._failures_left > 0:
             self._failures_left -= 1
             return False
-        letter = delivery.message.file_name
-        on_disk = (self.inbox / letter).exists()
+        on_disk = (self.inbox / delivery.message.file_name).exists()
         self.entries.append(
             {
                 "message": message.to_json(delivery.message),
@@ -462,7 +448,6 @@ class RecordingContext:
                 "on_disk": on_disk,
             }
         )
-        self.entered_names.append(letter)
         self._held.add(delivery.message.id)
         return True
 
@@ -652,6 +637,11 @@ def _address(text: str) -> str:
     if not is_address(text):
         raise Refused(f"not an address: {format.visible(text)!r}")
     return text
+
+
+def _reasons(outcomes: list[Outcome], action: Action) -> list[Json]:
+    """The letters that came to ``action``, with the reason logged, oldest first."""
+    return [{"name": o.name, "reason": o.reason} for o in outcomes if o.action is action]
 
 
 def _letter(name: str, content: message.Message | Rejected) -> Result:

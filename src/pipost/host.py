@@ -6,20 +6,25 @@ A host owns one address. It joins the listeners of that address (listeners.py:
 a second one is refused unless asked to run beside the first), registers its
 record (pid and the process's start time), then takes its mail in a loop: at
 start-up, whenever the folder watch fires, and every 3 s regardless. Each letter
-goes through the same steps:
+goes through the same steps; check to enter are decided by reception.decide from
+the facts the host gathers, and carried out by Host.take:
 
     claim      lock the file, oldest first; another receiver's claim is skipped
     can it?    the claim still holds and the mailbox folder can be written: else
                the letter stays queued, untouched, and the session says why, once
     check      a letter that is not a message is set aside, never delivered
     ledger     a context that already holds the id gets only the missing unlink
-    guard      the inbound mode, then the loop guard; a drop is logged first
+    guard      the inbound mode (asking the person if it says so), then the loop
+               guard; a drop is logged first
     enter      the framed text goes to the context: a steer that wakes the
                session, or, for mail found at start-up with PI_POST_RESUME=stage,
                staged for the first prompt
     dispose    unlink only once the context took it (or it was dropped): the
                unlink is the sender's receipt; an unlink that fails keeps the
                claim, and is tried again at every drain, never entered again
+
+drain() returns an Outcome for every letter it took (what became of it, and why),
+and stats counts them.
 
 A context that fails leaves the letter queued and is retried with backoff, so
 nothing is lost (INV-05). With a context that can say which ids it holds (a
@@ -42,6 +47,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,17 +57,18 @@ from pipost import droplog, files, format, listeners, mailbox, registry
 from pipost.address import address_of
 from pipost.files import StrPath
 from pipost.message import Message, Rejected, to_json
-from pipost.policy import (
-    ASK_DECLINED,
-    DELIVER,
-    INBOUND_TABLE,
-    WAKES,
-    Inbound,
-    LoopGuard,
-    Resume,
-    Verdict,
-)
+from pipost.policy import DELIVER, Inbound, LoopGuard, Resume
 from pipost.post import Post
+from pipost.reception import (
+    ENTERS,
+    RECEIPTED,
+    SETTLED,
+    Action,
+    Decision,
+    Facts,
+    Outcome,
+    decide,
+)
 from pipost.session import HEARTBEAT_MS, Record
 from pipost.watch import FolderWatch
 
@@ -114,7 +121,7 @@ def _quiet(line: str) -> None:
     """A host with no one to tell (tests, the driver)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stats:
     entered: int = 0
     dropped: int = 0
@@ -151,7 +158,6 @@ class Host:
     kernel_events: bool = True
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
-    stats: Stats = field(default_factory=Stats)
     record: Record | None = None
     _guard: LoopGuard = field(default_factory=LoopGuard)
     _retries: dict[str, _Retry] = field(default_factory=dict)
@@ -163,6 +169,9 @@ class Host:
     name: their claims are kept, so no receiver takes them again, and the unlink
     is tried again at every drain (never the entry)."""
     _told: set[str] = field(default_factory=set)
+    _tally: Counter[Action] = field(default_factory=Counter)
+    """Every outcome of take(), counted by action: what stats shows."""
+    _failed_heartbeats: int = 0
 
     @property
     def address(self) -> str:
@@ -295,7 +304,7 @@ class Host:
         self._told.discard(_RECORD)
 
     def _record_failed(self, error: OSError) -> None:
-        self.stats.failed_heartbeats += 1
+        self._failed_heartbeats += 1
         self._tell(
             _RECORD,
             f"cannot write the record {registry.record_path(self.root, self.address)}: "
@@ -322,13 +331,27 @@ class Host:
 
     # -- taking mail --------------------------------------------------------------
 
-    def drain(self, *, at_startup: bool = False) -> int:
-        """Take every letter that can be taken now, oldest first; returns how many
-        entered the context."""
-        before = self.stats.entered
+    @property
+    def stats(self) -> Stats:
+        """What became of the letters taken so far, counted from their outcomes; and
+        how many writes of the record failed."""
+        tally = self._tally
+        return Stats(
+            entered=tally[Action.ENTER] + tally[Action.STAGE],
+            dropped=tally[Action.DROP],
+            set_aside=tally[Action.SET_ASIDE],
+            already_held=tally[Action.ACKNOWLEDGE],
+            failed_entries=tally[Action.FAILED],
+            failed_heartbeats=self._failed_heartbeats,
+        )
+
+    def drain(self, *, at_startup: bool = False) -> list[Outcome]:
+        """Take every letter that can be taken now, oldest first; returns what became
+        of each one taken (a letter that waits for its next try is left alone)."""
         for name, held in list(self._unreceipted.items()):
             if held.dispose_or_hold():
                 del self._unreceipted[name]
+        outcomes: list[Outcome] = []
         for claim in mailbox.claims(self.root, self.address):
             if self._stop.is_set():  # a stop ends the drain: what is left stays queued
                 claim.release()
@@ -337,71 +360,85 @@ class Host:
             if retry is not None and retry.at > time.monotonic():
                 claim.release()
                 continue
-            if not self._take(claim, at_startup):
-                break
-        return self.stats.entered - before
+            outcome = self.take(claim, at_startup=at_startup)
+            outcomes.append(outcome)
+            if outcome.action in RECEIPTED:
+                self._receipt(claim)
+            elif outcome.action is Action.KEPT:
+                break  # no letter after it could be unlinked either
+        return outcomes
 
-    def _take(self, claim: mailbox.Claim, at_startup: bool) -> bool:
-        """Take one letter; False when the mailbox folder cannot be written, which
-        leaves this letter and the rest untouched until the next drain."""
+    def take(self, claim: mailbox.Claim, *, at_startup: bool = False) -> Outcome:
+        """Decide what becomes of one claimed letter (reception.decide) and carry it
+        out, all but the receipt. After an action in reception.RECEIPTED the claim is
+        still held, the letter at its name, for the unlink that drain() does next
+        (the seam where a receiver can die between entry and unlink); after any
+        other the claim has ended."""
+        outcome = self._take(claim, at_startup)
+        self._tally[outcome.action] += 1
+        if outcome.action in SETTLED:
+            self._retries.pop(claim.name, None)
+        return outcome
+
+    def _take(self, claim: mailbox.Claim, at_startup: bool) -> Outcome:
+        content = claim.content
+        message = content if isinstance(content, Message) else None
+        message_id = message.id if message is not None else None
         if not claim.still_held():
             claim.release()  # a receiver that takes no lock (pi-post 0.7) had it
-            return True
+            return Outcome(claim.name, Action.LEFT, "taken by another receiver", message_id)
         obstacle = claim.why_undisposable()
         if obstacle is not None:
             claim.release()
-            self._cannot_take(claim, obstacle)
-            return False
+            where = f"inbox/{self.address} is {obstacle}"
+            self._cannot_take(claim, where)
+            return Outcome(claim.name, Action.KEPT, where, message_id)
         self._told.discard(_MAILBOX)
-        content = claim.content
-        try:
-            if isinstance(content, Rejected):
-                self._log(claim.name, "?", f"malformed: {content.reason}")
-                moved = claim.set_aside(content.reason)
-                self.stats.set_aside += 1
-                for name in moved.evicted:
-                    self._log(name, "?", "removed from the full quarantine (oldest first)")
-            elif self.context.holds(content.id):
-                self._receipt(claim)  # it entered before a crash; only the receipt was missing
-                self.stats.already_held += 1
-            else:
-                self._deliver_or_drop(claim, content, at_startup)
-                return True
-        except OSError:
-            self._retry_later(claim)
-            return True
-        self._retries.pop(claim.name, None)
-        return True
-
-    def _cannot_take(self, claim: mailbox.Claim, obstacle: str) -> None:
-        """Say, and log where the log can be written, once until it clears, that the
-        mail stays queued: it could not be removed once entered."""
-        if _MAILBOX in self._told:
-            return
-        self._told.add(_MAILBOX)
-        where = f"inbox/{self.address} is {obstacle}"
-        self.say(f"cannot take mail: {where}; its letters stay queued until then")
-        sender = claim.content.sender.key if isinstance(claim.content, Message) else "?"
-        with contextlib.suppress(OSError):
-            self._log(claim.name, sender, f"kept: {where}; the letter stays queued")
-
-    def _deliver_or_drop(self, claim: mailbox.Claim, message: Message, at_startup: bool) -> None:
         now = self.post.clock()
-        sender = message.sender.key
-        verdict = self._admission(message)
-        if verdict.deliver:
-            verdict = self._guard.judge(sender, message.body, now)
-        if not verdict.deliver:
-            try:
-                self._log(claim.name, sender, verdict.reason or "dropped")
-                self.stats.dropped += 1
-            except OSError:
-                self._retry_later(claim)
-                return
-            self._retries.pop(claim.name, None)
-            self._receipt(claim)
-            return
-        delivery = Delivery(message, format.frame(message), WAKES[(self.resume, at_startup)])
+        try:
+            decision = self._decide(content, at_startup, now)
+            action, reason = decision.action, decision.reason
+            if action is Action.SET_ASIDE:
+                assert reason is not None  # the rejection says why
+                reason = set_aside(self.post, claim, reason)
+            elif action is Action.DROP:
+                assert message is not None and reason is not None  # decide() says why
+                self._log(claim.name, message.sender.key, reason)
+            elif action in ENTERS:
+                assert message is not None  # only a message enters
+                return self._enter(claim, message, ENTERS[action], now)
+        except OSError as error:
+            delay = self._retry_later(claim)
+            why = f"{error.strerror or error}; next try in {delay:g} s"
+            return Outcome(claim.name, Action.DEFERRED, why, message_id)
+        return Outcome(claim.name, action, reason, message_id)
+
+    def _decide(self, content: Message | Rejected, at_startup: bool, now: int) -> Decision:
+        """Gather the facts about one letter and decide; ask the person if the mode
+        says so, and decide again with the answer."""
+        held, guard = None, DELIVER
+        if isinstance(content, Message):
+            held = self.context.holds(content.id)
+            guard = self._guard.judge(content.sender.key, content.body, now)
+        facts = Facts(
+            content,
+            held=held,
+            inbound=self.inbound,
+            can_ask=self.ask is not None,
+            resume=self.resume,
+            at_startup=at_startup,
+            guard=guard,
+        )
+        decision = decide(facts)
+        if decision.action is Action.ASK:
+            assert self.ask is not None and isinstance(content, Message)  # decide() asks only then
+            decision = decide(facts.replace(answer=self.ask(content)))
+        return decision
+
+    def _enter(self, claim: mailbox.Claim, message: Message, wake: bool, now: int) -> Outcome:
+        """The text goes to the context; a context that fails leaves the letter queued,
+        to be tried again after a delay."""
+        delivery = Delivery(message, format.frame(message), wake)
         reason = None
         try:
             entered = self.context.enter(delivery)
@@ -409,32 +446,33 @@ class Host:
             entered, reason = False, str(failure)
         except Exception:  # a failing context must not lose the letter
             entered = False
-        if not entered:
-            if self._stop.is_set():  # cut short by the shutdown: not a failure, not retried
-                claim.release()
-                return
-            self.stats.failed_entries += 1
-            delay = self._retry_later(claim)
-            if reason is not None:
-                self.say(f"message {message.id} stays queued: {reason}; next try in {delay:g} s")
+        if entered:
+            self._guard.admit(message.sender.key, message.body, now)
+            return Outcome(claim.name, Action.ENTER if wake else Action.STAGE, None, message.id)
+        if self._stop.is_set():  # cut short by the shutdown: not a failure, not retried
+            claim.release()
+            return Outcome(claim.name, Action.LEFT, "the session is stopping", message.id)
+        delay = self._retry_later(claim)
+        if reason is not None:
+            self.say(f"message {message.id} stays queued: {reason}; next try in {delay:g} s")
+        return Outcome(claim.name, Action.FAILED, reason, message.id)
+
+    def _cannot_take(self, claim: mailbox.Claim, where: str) -> None:
+        """Say, and log where the log can be written, once until it clears, that the
+        mail stays queued: it could not be removed once entered."""
+        if _MAILBOX in self._told:
             return
-        self._guard.admit(sender, message.body, now)
-        self.stats.entered += 1
-        self._retries.pop(claim.name, None)
-        self._receipt(claim)
+        self._told.add(_MAILBOX)
+        self.say(f"cannot take mail: {where}; its letters stay queued until then")
+        sender = claim.content.sender.key if isinstance(claim.content, Message) else "?"
+        with contextlib.suppress(OSError):
+            self._log(claim.name, sender, f"kept: {where}; the letter stays queued")
 
     def _receipt(self, claim: mailbox.Claim) -> None:
         """The unlink of a letter whose fate is decided; one that fails keeps its
         claim until a later drain's unlink succeeds."""
         if not claim.dispose_or_hold():
             self._unreceipted[claim.name] = claim
-
-    def _admission(self, message: Message) -> Verdict:
-        verdict = INBOUND_TABLE[(self.inbound, self.ask is not None)]
-        if verdict is not None:
-            return verdict
-        assert self.ask is not None
-        return DELIVER if self.ask(message) else ASK_DECLINED
 
     def _retry_later(self, claim: mailbox.Claim) -> float:
         """Release the letter and schedule its next try; returns the delay."""
@@ -445,16 +483,31 @@ class Host:
         return delay
 
     def _log(self, letter: str, sender: str, reason: str) -> None:
-        droplog.record(
-            self.root,
-            droplog.Drop(
-                at=self.post.clock(),
-                address=self.address,
-                letter=letter,
-                sender=sender,
-                reason=reason,
-            ),
-        )
+        log(self.post, self.address, letter, sender, reason)
+
+
+def set_aside(post: Post, claim: mailbox.Claim, reason: str) -> str:
+    """Set aside a claimed letter that is not a message, as every receiver of pipost
+    does (INV-10): the drop log says so first, then the letter moves to the
+    quarantine with ``reason`` beside it, and each letter the full quarantine let
+    go for it is logged too. Ends the claim; returns the reason logged."""
+    logged = f"malformed: {reason}"
+    try:
+        log(post, claim.address, claim.name, "?", logged)
+        moved = claim.set_aside(reason)
+    finally:
+        claim.release()
+    for name in moved.evicted:
+        log(post, claim.address, name, "?", "removed from the full quarantine (oldest first)")
+    return logged
+
+
+def log(post: Post, address: str, letter: str, sender: str, reason: str) -> None:
+    """One line of the drop log, at the post office's time."""
+    drop = droplog.Drop(
+        at=post.clock(), address=address, letter=letter, sender=sender, reason=reason
+    )
+    droplog.record(post.root, drop)
 
 
 # -- contexts -------------------------------------------------------------------------

@@ -6,26 +6,28 @@ office, in a fresh root per example. Three receivers share the address: two whos
 context keeps a ledger (it answers holds() from what entered it, as a transcript
 does) and one whose context cannot tell (holds() is None, as a command's cannot).
 There are no threads: concurrency is the interleaving of whole drains with single
-steps of a take — claim, entry, unlink. A receiver crashes between any two of them,
-or its Host dies inside the context mid-drain, before or after the text went in;
-its claim is released without the unlink (the kernel releases the locks of a dead
-process), and it restarts as a new Host with the same context.
+steps of a take — the claim (mailbox.claims), the take (Host.take: the decision and
+the entry, a ledger hit or a drop) and the unlink. A receiver crashes between any
+two of them, or its Host dies inside the context mid-drain, before or after the
+text went in; its claim is released without the unlink (the kernel releases the
+locks of a dead process), and it restarts as a new Host with the same context.
 
 After every step each accepted message is accounted for:
 
-    entries + ledger hits + drops == gone + crashes after entry + held after entry
+    entries + ledger hits + drops == gone + crashes after a take + held after a take
 
-where "gone" is 1 once its letter left the disk and "held after entry" is 1 while
-a receiver holds it, entered, before the unlink. Every take of a letter ends in one
+where "gone" is 1 once its letter left the disk and "held after a take" is 1 while
+a receiver holds it, taken, before the unlink. Every take of a letter ends in one
 entry, ledger hit or drop, and then either the unlink (once) or a crash. At the end
 every receiver dies and one takes all that is left, so for each message
 
-    entries - 1 == crashes after entry - ledger hits - drops
+    entries - 1 == crashes after a take - ledger hits - drops
 
 that is: nothing is lost (INV-05), a context with a ledger takes a message at most
 once, and the duplicates are exactly the crashes between entry and unlink that no
 ledger caught (INV-06). Drops are counted from the drop log; bodies are distinct, so
-the loop guard drops only for rate, and its reason says so.
+the loop guard drops only for rate, and its reason says so. What a drain reports
+(its outcomes) is what its context saw.
 """
 
 from __future__ import annotations
@@ -45,11 +47,12 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pipost import droplog, files, format, mailbox, registry, session
+from pipost import droplog, files, mailbox, registry, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, new_message, parse
 from pipost.post import Post, Refused
+from pipost.reception import RECEIPTED, Action
 from pipost.resolve import Caller
 from pipost.session import Presence
 from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, tree_snapshot
@@ -64,7 +67,7 @@ LEDGERS = (True, False, True)
 CRASH_POINTS = (
     "between takes",
     "after the claim",
-    "after the entry",
+    "after the take",
     "in the context, before the entry",
     "in the context, after the entry",
 )
@@ -123,7 +126,8 @@ class Taking:
 
     claim: mailbox.Claim
     message: Message
-    entered: bool = False
+    taken: Action | None = None
+    """What Host.take did with it (an entry, a ledger hit, a drop); None before."""
 
 
 @dataclass
@@ -145,7 +149,7 @@ class MailboxMachine(RuleBasedStateMachine):
         self.caller = Caller(cwd=str(self.base), home=str(self.base), canonical=os.path.realpath)
         self.receivers = [Receiver(RecordingContext(ledger=ledger)) for ledger in LEDGERS]
         self.accepted: set[str] = set()
-        self.crashes_after_entry: Counter[str] = Counter()
+        self.crashes_after_a_take: Counter[str] = Counter()
         self.written = 0
         self.inbox = Path(mailbox.inbox_of(self.root, ADDRESS))
         self.whole: set[tuple[str, int, int, int]] = set()
@@ -281,11 +285,11 @@ class MailboxMachine(RuleBasedStateMachine):
         held = {r.taking.claim.name for r in self.receivers if r.taking is not None}
         return self._idle() if set(self._letters()) - held else []
 
-    def _holding(self, *, entered: bool) -> list[int]:
+    def _holding(self, *, taken: bool) -> list[int]:
         return [
             i
             for i, r in enumerate(self.receivers)
-            if r.taking is not None and r.taking.entered is entered
+            if r.taking is not None and (r.taking.taken is not None) is taken
         ]
 
     def _pick(self, data: st.DataObject, indices: list[int]) -> int:
@@ -318,10 +322,15 @@ class MailboxMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def receiver_drains(self, data: st.DataObject) -> None:
         index = self._pick(data, self._idle())
-        host = self.receivers[index].host
-        assert host is not None
+        receiver = self.receivers[index]
+        assert receiver.host is not None
+        already = len(receiver.context.entered), len(receiver.context.ledger_hits)
         with self._a_drain_by(index):
-            host.drain()
+            outcomes = receiver.host.drain()
+        reported = Counter(outcome.action for outcome in outcomes)
+        entered = [o.message_id for o in outcomes if o.action is Action.ENTER]
+        assert entered == receiver.context.entered[already[0] :], outcomes
+        assert reported[Action.ACKNOWLEDGE] == len(receiver.context.ledger_hits) - already[1]
 
     @contextlib.contextmanager
     def _a_drain_by(self, index: int) -> Iterator[None]:
@@ -339,8 +348,7 @@ class MailboxMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._can_claim())
     @rule(data=st.data())
     def receiver_claims(self, data: st.DataObject) -> None:
-        """Claims the oldest letter nobody holds (INV-06, INV-07); a ledger that holds
-        it turns the take into the missing unlink."""
+        """Claims the oldest letter nobody holds (INV-06, INV-07)."""
         self._claim(self._pick(data, self._can_claim()))
 
     def _claim(self, index: int) -> None:
@@ -350,27 +358,27 @@ class MailboxMachine(RuleBasedStateMachine):
         assert claim is not None, "no letter could be claimed"
         assert claim.name == free[0]
         assert isinstance(claim.content, Message), claim.content
-        if receiver.context.holds(claim.content.id):
-            claim.dispose()
-            return
         receiver.taking = Taking(claim, claim.content)
 
-    @precondition(lambda self: self._holding(entered=False))
+    @precondition(lambda self: self._holding(taken=False))
     @rule(data=st.data())
-    def receiver_enters(self, data: st.DataObject) -> None:
-        self._enter(self._pick(data, self._holding(entered=False)))
+    def receiver_takes(self, data: st.DataObject) -> None:
+        """The receiver's Host takes the letter it claimed: enters it, or, when its
+        ledger holds it, only acknowledges it, or drops it over the rate."""
+        self._take(self._pick(data, self._holding(taken=False)))
 
-    def _enter(self, index: int) -> None:
+    def _take(self, index: int) -> None:
         receiver = self.receivers[index]
-        assert receiver.taking is not None
-        message = receiver.taking.message
-        receiver.context.enter(Delivery(message, format.frame(message), wake=True))
-        receiver.taking.entered = True
+        assert receiver.host is not None and receiver.taking is not None
+        outcome = receiver.host.take(receiver.taking.claim)
+        assert outcome.action in RECEIPTED, outcome  # the claim is held for the unlink
+        assert outcome.message_id == receiver.taking.message.id
+        receiver.taking.taken = outcome.action
 
-    @precondition(lambda self: self._holding(entered=True))
+    @precondition(lambda self: self._holding(taken=True))
     @rule(data=st.data())
     def receiver_disposes(self, data: st.DataObject) -> None:
-        receiver = self.receivers[self._pick(data, self._holding(entered=True))]
+        receiver = self.receivers[self._pick(data, self._holding(taken=True))]
         assert receiver.taking is not None
         receiver.taking.claim.dispose()
         receiver.taking = None
@@ -380,17 +388,16 @@ class MailboxMachine(RuleBasedStateMachine):
     def receiver_crashes(self, data: st.DataObject, where: str) -> None:
         """Dies wherever it is (between takes, or holding its claim). An idle receiver
         with a letter to take may first run a take up to the crash point: its own steps
-        (claim, entry) back to back, or the Host's drain dying inside the context —
+        (claim, take) back to back, or the Host's drain dying inside the context —
         so that the crash between entry and unlink, the one window for a duplicate,
         comes up often."""
         index = self._pick(data, self._running())
-        receiver = self.receivers[index]
         if index not in self._can_claim() or where == "between takes":
             self._crash(index)
-        elif where in ("after the claim", "after the entry"):
+        elif where in ("after the claim", "after the take"):
             self._claim(index)
-            if where == "after the entry" and receiver.taking is not None:
-                self._enter(index)
+            if where == "after the take":
+                self._take(index)
             self._crash(index)
         else:
             self._die_inside_the_context(index, where)
@@ -407,7 +414,7 @@ class MailboxMachine(RuleBasedStateMachine):
             for handle in self.locks[locks:]:
                 handle.close()  # the kernel releases a dead process's locks
             if death.entered is not None:
-                self.crashes_after_entry[death.entered] += 1
+                self.crashes_after_a_take[death.entered] += 1
                 event("crash between entry and unlink")
             self._crash(index)
         else:  # every letter was a ledger hit or a drop: nothing entered, nobody died
@@ -419,8 +426,9 @@ class MailboxMachine(RuleBasedStateMachine):
     def _crash(self, index: int) -> None:
         receiver = self.receivers[index]
         if receiver.taking is not None:
-            if receiver.taking.entered:
-                self.crashes_after_entry[receiver.taking.message.id] += 1
+            if receiver.taking.taken is not None:
+                self.crashes_after_a_take[receiver.taking.message.id] += 1
+            if receiver.taking.taken is Action.ENTER:
                 event("crash between entry and unlink")
             receiver.taking.claim.release()
             receiver.taking = None
@@ -536,20 +544,20 @@ class MailboxMachine(RuleBasedStateMachine):
         assert all(drop.reason.startswith("rate:") for drop in logged), logged
         drops = Counter(drop.letter.removesuffix(".json") for drop in logged)
         assert set(entries) | set(drops) <= self.accepted
-        held_after_entry = Counter(
+        held_after_a_take = Counter(
             receiver.taking.message.id
             for receiver in self.receivers
-            if receiver.taking is not None and receiver.taking.entered
+            if receiver.taking is not None and receiver.taking.taken is not None
         )
         for message_id in self.accepted:
             gone = message_id + ".json" not in on_disk
             taken = entries[message_id] + ledger_hits[message_id] + drops[message_id]
             assert taken == (
-                gone + self.crashes_after_entry[message_id] + held_after_entry[message_id]
+                gone + self.crashes_after_a_take[message_id] + held_after_a_take[message_id]
             ), (
                 f"{message_id}: {entries[message_id]} entries, {ledger_hits[message_id]} "
                 f"ledger hits, {drops[message_id]} drops, gone={gone}, "
-                f"{self.crashes_after_entry[message_id]} crashes after entry"
+                f"{self.crashes_after_a_take[message_id]} crashes after a take"
             )
             if gone:  # INV-05: it left the disk only after it entered or was dropped
                 assert entries[message_id] + drops[message_id] >= 1
