@@ -55,7 +55,6 @@ class Presence:
     LIVE: ClassVar[Presence]
     STALLED: ClassVar[Presence]
     OFFLINE: ClassVar[Presence]
-    ALL: ClassVar[tuple[Presence, ...]]
 
     def __init__(self, value: str) -> None:
         self.value: Final = value
@@ -71,7 +70,6 @@ class Presence:
 Presence.LIVE = Presence("live")
 Presence.STALLED = Presence("stalled")
 Presence.OFFLINE = Presence("offline")
-Presence.ALL = (Presence.LIVE, Presence.STALLED, Presence.OFFLINE)
 
 
 class Record(Value):
