@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipost import files, registry
+from pipost import files, mailbox, registry
 from pipost.address import address_of, default_name
 from pipost.message import Message, Sender, new_message
 from pipost.session import Record
@@ -106,6 +106,12 @@ def write_record(root: Path, record: Record) -> Record:
 
 def make_message(sent_at: int = NOW, body: str = "hello", name: str = "process:test") -> Message:
     return new_message(Sender(kind="process", name=name), body, sent_at)
+
+
+def deposit(root: files.StrPath, address: str, message: Message, *, durable: bool = True) -> str:
+    """Queue ``message`` as a sender does, the root opened (made) for it; the letter's path."""
+    with files.make_root(root) as top:
+        return mailbox.deposit(top, address, message, durable=durable)
 
 
 def json_names(folder: Path) -> list[str]:

@@ -27,6 +27,7 @@ from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
 from pipost.registry import OsProcessTable
 from pipost.session import Presence
+from tests import helpers
 from tests.helpers import NOW, FakeProcessTable, FixedClock, process_gone, tree_snapshot
 
 SESSION = "receiver-session"
@@ -144,7 +145,7 @@ def deposit(
     root: Path, body: str, sent_at: int, *, sender: str = "script", reply_to: str | None = None
 ) -> Message:
     message = new_message(Sender("process", sender), body, sent_at, reply_to=reply_to)
-    mailbox.deposit(root, ADDRESS, message)
+    helpers.deposit(root, ADDRESS, message)
     return message
 
 
@@ -351,7 +352,7 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
             message = new_message(Sender("process", f"sender-{n}"), f"letter {n}", NOW + n)
             while True:
                 try:
-                    mailbox.deposit(root, ADDRESS, message, durable=False)
+                    helpers.deposit(root, ADDRESS, message, durable=False)
                     break
                 except mailbox.MailboxFull:
                     time.sleep(0.002)

@@ -28,6 +28,7 @@ from tests.helpers import (
     NOW,
     FakeProcessTable,
     FixedClock,
+    deposit,
     make_message,
     make_record,
     tree_snapshot,
@@ -153,7 +154,7 @@ def test_a_full_mailbox_refuses_naming_the_address_and_writes_nothing(
     root: Path, offline: Record, live: Record
 ) -> None:
     for offset in range(mailbox.CAP):
-        mailbox.deposit(root, offline.address, make_message(NOW + offset), durable=False)
+        deposit(root, offline.address, make_message(NOW + offset), durable=False)
     before = tree_snapshot(root)
     with pytest.raises(Refused) as refused:
         post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
@@ -171,11 +172,11 @@ def test_a_mailbox_filled_by_a_racing_sender_is_reported_with_what_was_queued(
     the second target: the refusal says which copy went out already."""
     real_deposit = mailbox.deposit
 
-    def racing_deposit(root: Path, address: str, message: Message) -> str:
+    def racing_deposit(top: files.Folder, address: str, message: Message) -> str:
         if address == offline.address:
             for offset in range(mailbox.CAP):
-                real_deposit(root, address, make_message(NOW + offset), durable=False)
-        return real_deposit(root, address, message)
+                real_deposit(top, address, make_message(NOW + offset), durable=False)
+        return real_deposit(top, address, message)
 
     monkeypatch.setattr(mailbox, "deposit", racing_deposit)
     with pytest.raises(Refused) as refused:

@@ -52,7 +52,7 @@ from pipost.message import Message, Sender, new_message, parse
 from pipost.post import Post, Refused
 from pipost.resolve import Caller
 from pipost.session import Presence
-from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, tree_snapshot
+from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, deposit, tree_snapshot
 from tests.invariants.conftest import count_example, count_step
 
 MACHINE = "mailbox"
@@ -254,7 +254,7 @@ class MailboxMachine(RuleBasedStateMachine):
         )
         before = self._letters()
         try:
-            mailbox.deposit(self.root, ADDRESS, message)
+            deposit(self.root, ADDRESS, message)
         except mailbox.MailboxFull:
             event("deposit refused: mailbox full")
             assert len(before) == mailbox.CAP
