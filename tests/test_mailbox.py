@@ -109,9 +109,10 @@ def test_a_deposit_the_file_system_refuses_names_the_mailbox_not_the_temporary(
 
 
 def test_deposit_refuses_an_address_that_is_not_one(root: Path) -> None:
-    with pytest.raises(ValueError):
-        deposit(root, "../../x", make_message())
-    assert not root.exists()
+    with files.make_root(root) as top, pytest.raises(ValueError):
+        mailbox.deposit(top, "../../x", make_message())
+    assert os.listdir(root) == []
+    assert not (root.parent / "x").exists()
 
 
 def test_deposit_refuses_a_symlinked_mailbox(root: Path, tmp_path: Path) -> None:
