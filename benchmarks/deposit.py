@@ -23,7 +23,7 @@ from pathlib import Path
 
 from measure import Figure, Report, interleaved, median, ms
 
-from pipost import mailbox
+from pipost import files, mailbox
 from pipost.address import address_of
 from pipost.message import Message, Sender, encode, new_message
 
@@ -71,7 +71,8 @@ def floor_sample(folder: Path, letters: Iterator[Message], durable: bool) -> flo
 def deposit_sample(root: Path, letters: Iterator[Message], durable: bool) -> float:
     message = next(letters)
     started = time.perf_counter()
-    mailbox.deposit(root, TARGET, message, durable=durable)
+    with files.make_root(root) as top:  # a send opens the root once, as here
+        mailbox.deposit(top, TARGET, message, durable=durable)
     return time.perf_counter() - started
 
 

@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from pipost import mailbox
+from pipost import files, mailbox
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Sender, new_message
@@ -61,7 +61,8 @@ def measure(kernel_events: bool, samples: int) -> tuple[list[float], list[float]
                 context.arrived.clear()
                 time.sleep(random.uniform(0, host.poll_s) if not kernel_events else 0.005)
                 started = time.perf_counter()
-                mailbox.deposit(post.root, address_of("bench-session"), message)
+                with files.make_root(post.root) as top:
+                    mailbox.deposit(top, address_of("bench-session"), message)
                 deposit_costs.append(time.perf_counter() - started)
                 if not context.arrived.wait(10):
                     raise RuntimeError("the host never took the letter")

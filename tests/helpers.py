@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipost import files, registry
+from pipost import files, mailbox, registry
 from pipost.address import address_of, default_name
 from pipost.message import Message, Sender, new_message
 from pipost.reception import ENTERS, Outcome
@@ -112,6 +112,12 @@ def make_message(sent_at: int = NOW, body: str = "hello", name: str = "process:t
 def entered_count(outcomes: Sequence[Outcome]) -> int:
     """How many of a drain's outcomes are letters that entered the context."""
     return sum(outcome.action in ENTERS for outcome in outcomes)
+
+
+def deposit(root: files.StrPath, address: str, message: Message, *, durable: bool = True) -> str:
+    """Queue ``message`` as a sender does, the root opened (made) for it; the letter's path."""
+    with files.make_root(root) as top:
+        return mailbox.deposit(top, address, message, durable=durable)
 
 
 def json_names(folder: Path) -> list[str]:

@@ -30,6 +30,7 @@ from tests.helpers import (
     NOW,
     FakeProcessTable,
     FixedClock,
+    deposit,
     give_to_unprivileged,
     made,
     make_message,
@@ -343,17 +344,17 @@ def tree(tmp_path: Path) -> Tree:
         ),
     )
     for offset in range(3):
-        mailbox.deposit(root, offline.address, make_message(NOW + offset, body=f"m{offset}"))
+        deposit(root, offline.address, make_message(NOW + offset, body=f"m{offset}"))
     folder = root / "inbox" / offline.address
     (folder / "0000000000001-deadbeef.json").write_bytes(b'{"v":1,"id":"trunc')
     (folder / f"{make_message(NOW + 9).id}.json.tmp").write_bytes(b'{"v":1')
-    mailbox.deposit(root, live.address, make_message(NOW, body="for the live one"))
+    deposit(root, live.address, make_message(NOW, body="for the live one"))
     bad = mailbox.claim(root, live.address, mailbox.letter_names(root, live.address)[0])
     assert bad is not None
     bad.set_aside("set aside by the test")
     (root / "registry" / f".{live.address}.0badc0de.tmp").write_bytes(b'{"v":1,')
     orphan = address_of("sess-orphan")
-    mailbox.deposit(root, orphan, make_message(NOW, body="nobody reads this"))
+    deposit(root, orphan, make_message(NOW, body="nobody reads this"))
     return Tree(root, live, offline, twins, orphan, project)
 
 
@@ -753,7 +754,7 @@ def hostile(tmp_path: Path) -> Record:
     )
     sender = Sender(kind="process", name="\x1b[1mbold\x9b")
     message = new_message(sender, "body \x1b[31m in red\x1b[0m\nand \x07 a bell", NOW)
-    mailbox.deposit(root, record.address, message)
+    deposit(root, record.address, message)
     return record
 
 
@@ -784,7 +785,7 @@ def test_undecodable_file_names_reach_a_strict_terminal_spelled_out(tmp_path: Pa
     stream that only takes UTF-8 refuses: peek shows it spelled out instead."""
     root = tmp_path / "post"
     record = write_record(root, make_record("sess-odd-file", "/home/dev/x"))
-    mailbox.deposit(root, record.address, make_message(NOW))
+    deposit(root, record.address, make_message(NOW))
     folder = os.fsencode(root / "inbox" / record.address)
     os.close(os.open(folder + b"/\xff\xfe.json", os.O_WRONLY | os.O_CREAT, 0o600))
     written = io.BytesIO()

@@ -27,6 +27,7 @@ from tests.helpers import (
     DAY_MS,
     NOW,
     FakeProcessTable,
+    deposit,
     made,
     make_message,
     make_record,
@@ -494,7 +495,7 @@ def planted(tmp_path: Path) -> Path:
     root = tmp_path / "post"
     near = write_record(root, make_record("sess-near", "/home/dev/near", name="near"))
     for offset in range(doctor.NEAR_CAP):
-        mailbox.deposit(root, near.address, make_message(NOW + offset), durable=False)
+        deposit(root, near.address, make_message(NOW + offset), durable=False)
     write_record(root, make_record("sess-dead", "/home/dev/dead", name="dead", pid=31337))
     write_record(root, make_record("sess-recycled", "/home/dev/r", pid=4242, pid_start="old"))
     write_record(root, make_record("sess-stalled", "/home/dev/s", pid=4243, last_seen=NOW - DAY_MS))
@@ -537,7 +538,7 @@ def test_a_tree_pi_post_made_is_healthy(tmp_path: Path) -> None:
     live = write_record(
         root, make_record("sess-a", "/home/dev/a", pid=os.getpid(), pid_start="self")
     )
-    mailbox.deposit(root, live.address, make_message(NOW))
+    deposit(root, live.address, make_message(NOW))
     facts = survey(root)
     assert doctor.healthy(doctor.diagnose(facts)), doctor.report(doctor.diagnose(facts))
     assert facts.kernel_watch  # CI runs on Linux, where inotify is there
@@ -566,7 +567,7 @@ def test_an_unsafe_folder_is_noted_and_not_entered(
 ) -> None:
     root = tmp_path / "post"
     record = write_record(root, make_record("sess-a", "/home/dev/a"))
-    mailbox.deposit(root, record.address, make_message(NOW))
+    deposit(root, record.address, make_message(NOW))
     if code == "inbox-owner" and os.geteuid() != 0:
         pytest.fail("giving a folder to another user needs root (CI runs as root)")
     setup(root)

@@ -29,6 +29,7 @@ from pipost.post import Post, os_caller
 from pipost.reception import Action, Outcome
 from pipost.registry import OsProcessTable
 from pipost.session import Presence
+from tests import helpers
 from tests.helpers import (
     NOW,
     FakeProcessTable,
@@ -153,7 +154,7 @@ def deposit(
     root: Path, body: str, sent_at: int, *, sender: str = "script", reply_to: str | None = None
 ) -> Message:
     message = new_message(Sender("process", sender), body, sent_at, reply_to=reply_to)
-    mailbox.deposit(root, ADDRESS, message)
+    helpers.deposit(root, ADDRESS, message)
     return message
 
 
@@ -464,7 +465,7 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
             message = new_message(Sender("process", f"sender-{n}"), f"letter {n}", NOW + n)
             while True:
                 try:
-                    mailbox.deposit(root, ADDRESS, message, durable=False)
+                    helpers.deposit(root, ADDRESS, message, durable=False)
                     break
                 except mailbox.MailboxFull:
                     time.sleep(0.002)

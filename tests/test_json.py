@@ -14,13 +14,14 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from pipost import cli, doctor, droplog, mailbox, schemas
+from pipost import cli, doctor, droplog, schemas
 from pipost.address import address_of
 from pipost.droplog import Drop
 from pipost.message import Sender, new_message
 from tests.helpers import (
     NOW,
     FakeProcessTable,
+    deposit,
     make_message,
     make_record,
     python_in,
@@ -250,7 +251,7 @@ def test_names_and_bodies_are_the_real_strings_in_ascii_json(tmp_path: Path) -> 
     name, cwd = "\x1b[31mred\x1b[0m é", "/home/dev/\x1b]0;owned\x07"
     record = write_record(root, make_record("sess-\x9b-hostile", cwd, name=name))
     body = "body \x1b[31m in red\u202e\nand \x07 a bell"
-    mailbox.deposit(root, record.address, new_message(Sender("process", "\x1b[1mb\x9b"), body, NOW))
+    deposit(root, record.address, new_message(Sender("process", "\x1b[1mb\x9b"), body, NOW))
     for argv in (["list"], ["resolve", record.address], ["peek", record.address]):
         ran = run([*argv, "--json"], root)
         assert "\x1b" not in ran.stdout and "\x9b" not in ran.stdout and "\\x1b" not in ran.stdout
@@ -268,7 +269,7 @@ def test_names_and_bodies_are_the_real_strings_in_ascii_json(tmp_path: Path) -> 
 def test_a_file_name_that_is_not_utf8_still_makes_a_document(tmp_path: Path) -> None:
     root = tmp_path / "post"
     record = write_record(root, make_record("sess-odd-file", "/home/dev/x"))
-    mailbox.deposit(root, record.address, make_message(NOW))
+    deposit(root, record.address, make_message(NOW))
     folder = os.fsencode(root / "inbox" / record.address)
     os.close(os.open(folder + b"/\xff.json", os.O_WRONLY | os.O_CREAT, 0o600))
     shown = run_json(["peek", record.address], root)
@@ -281,7 +282,7 @@ def test_a_file_name_that_is_not_utf8_still_makes_a_document(tmp_path: Path) -> 
 def test_the_text_of_the_reading_commands_loads_no_json(tmp_path: Path) -> None:
     root = tmp_path / "post"
     record = write_record(root, make_record("sess-lean", "/home/dev/lean"))
-    mailbox.deposit(root, record.address, make_message(NOW))
+    deposit(root, record.address, make_message(NOW))
     probe = (
         "import sys\n"
         "from pipost.cli import main\n"

@@ -17,7 +17,7 @@ import pytest
 
 from pipost import files, mailbox
 from pipost.message import LETTER_READ_LIMIT, Message, Rejected, encode, parse
-from tests.helpers import NOW, make_message, make_record, tree_snapshot, write_record
+from tests.helpers import NOW, deposit, make_message, make_record, tree_snapshot, write_record
 
 ADDRESS = "s-0123456789ab"
 
@@ -39,7 +39,7 @@ def fill(root: Path, count: int, address: str = ADDRESS) -> list[Message]:
     """``count`` letters, one millisecond apart, oldest first."""
     messages = [make_message(NOW + i, body=f"letter {i}") for i in range(count)]
     for message in messages:
-        mailbox.deposit(root, address, message, durable=False)
+        deposit(root, address, message, durable=False)
     return messages
 
 
@@ -48,7 +48,7 @@ def fill(root: Path, count: int, address: str = ADDRESS) -> list[Message]:
 
 def test_deposit_writes_one_0600_letter_in_a_0700_folder(root: Path) -> None:
     message = make_message()
-    path = Path(mailbox.deposit(root, ADDRESS, message))
+    path = Path(deposit(root, ADDRESS, message))
     assert path == inbox(root) / f"{message.id}.json"
     assert os.listdir(inbox(root)) == [f"{message.id}.json"]
     assert mode_of(path) == 0o600
@@ -61,7 +61,7 @@ def test_deposit_refuses_the_51st_letter_and_writes_nothing(root: Path) -> None:
     fill(root, mailbox.CAP)
     before = tree_snapshot(root)
     with pytest.raises(mailbox.MailboxFull) as full:
-        mailbox.deposit(root, ADDRESS, make_message(NOW + 1000))
+        deposit(root, ADDRESS, make_message(NOW + 1000))
     assert ADDRESS in str(full.value)
     assert f"the cap is {mailbox.CAP}" in str(full.value)
     assert tree_snapshot(root) == before
@@ -69,10 +69,10 @@ def test_deposit_refuses_the_51st_letter_and_writes_nothing(root: Path) -> None:
 
 def test_deposit_never_replaces_a_letter_with_the_same_id(root: Path) -> None:
     message = make_message(body="first")
-    mailbox.deposit(root, ADDRESS, message)
+    deposit(root, ADDRESS, message)
     twin = Message(message.id, message.sender, message.sent_at, "second")
     with pytest.raises(FileExistsError):
-        mailbox.deposit(root, ADDRESS, twin)
+        deposit(root, ADDRESS, twin)
     assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == [message]
     assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
 
@@ -85,10 +85,10 @@ def test_a_deposit_that_fails_to_rename_leaves_nothing_visible(
     ) -> None:
         raise OSError(28, "No space left on device")
 
-    mailbox.deposit(root, ADDRESS, make_message(NOW))
+    deposit(root, ADDRESS, make_message(NOW))
     monkeypatch.setattr(files.Folder, "rename", rename_fails)
     with pytest.raises(OSError):
-        mailbox.deposit(root, ADDRESS, make_message(NOW + 1))
+        deposit(root, ADDRESS, make_message(NOW + 1))
     assert len(os.listdir(inbox(root))) == 1
 
 
@@ -100,7 +100,7 @@ def test_a_deposit_the_file_system_refuses_names_the_mailbox_not_the_temporary(
 
     monkeypatch.setattr(files.Folder, "write_new", write_refused)
     with pytest.raises(mailbox.DepositFailed) as failed:
-        mailbox.deposit(root, ADDRESS, make_message(NOW))
+        deposit(root, ADDRESS, make_message(NOW))
     assert failed.value.filename == str(inbox(root))
     assert str(failed.value) == (
         f"cannot write to mailbox {ADDRESS} ({inbox(root)}): Permission denied"
@@ -109,9 +109,10 @@ def test_a_deposit_the_file_system_refuses_names_the_mailbox_not_the_temporary(
 
 
 def test_deposit_refuses_an_address_that_is_not_one(root: Path) -> None:
-    with pytest.raises(ValueError):
-        mailbox.deposit(root, "../../x", make_message())
-    assert not root.exists()
+    with files.make_root(root) as top, pytest.raises(ValueError):
+        mailbox.deposit(top, "../../x", make_message())
+    assert os.listdir(root) == []
+    assert not (root.parent / "x").exists()
 
 
 def test_deposit_refuses_a_symlinked_mailbox(root: Path, tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_deposit_refuses_a_symlinked_mailbox(root: Path, tmp_path: Path) -> None
     (root / "inbox").mkdir(parents=True)
     inbox(root).symlink_to(elsewhere)
     with pytest.raises(files.UnsafePath):
-        mailbox.deposit(root, ADDRESS, make_message())
+        deposit(root, ADDRESS, make_message())
     assert list(elsewhere.iterdir()) == []
 
 
@@ -130,7 +131,7 @@ def test_deposit_refuses_a_symlinked_mailbox(root: Path, tmp_path: Path) -> None
 def test_letters_are_read_oldest_first(root: Path) -> None:
     sent = [make_message(NOW + offset, body=str(offset)) for offset in (5, 1, 900, 3, 70)]
     for message in sent:
-        mailbox.deposit(root, ADDRESS, message, durable=False)
+        deposit(root, ADDRESS, message, durable=False)
     oldest_first = sorted(sent, key=lambda m: m.sent_at)
     assert mailbox.letter_names(root, ADDRESS) == [m.file_name for m in oldest_first]
     assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == oldest_first
@@ -299,7 +300,7 @@ def test_a_fifo_named_like_a_letter_does_not_block(root: Path) -> None:
 
 
 def test_wait_consumed_sees_the_letter_vanish(root: Path) -> None:
-    path = mailbox.deposit(root, ADDRESS, make_message())
+    path = deposit(root, ADDRESS, make_message())
     assert mailbox.wait_consumed(path, timeout=0.05) is False
     taker = mailbox.claim(root, ADDRESS, os.path.basename(path))
     assert taker is not None

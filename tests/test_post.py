@@ -4,14 +4,16 @@ tells the truth (INV-11)."""
 
 from __future__ import annotations
 
+import io
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pipost import files, mailbox, message
+from pipost import cli, files, mailbox, message
 from pipost.message import Message, Sender
 from pipost.post import Post, Receipt, Refused, os_caller
 from pipost.refusals import (
@@ -28,6 +30,7 @@ from tests.helpers import (
     NOW,
     FakeProcessTable,
     FixedClock,
+    deposit,
     make_message,
     make_record,
     tree_snapshot,
@@ -153,7 +156,7 @@ def test_a_full_mailbox_refuses_naming_the_address_and_writes_nothing(
     root: Path, offline: Record, live: Record
 ) -> None:
     for offset in range(mailbox.CAP):
-        mailbox.deposit(root, offline.address, make_message(NOW + offset), durable=False)
+        deposit(root, offline.address, make_message(NOW + offset), durable=False)
     before = tree_snapshot(root)
     with pytest.raises(Refused) as refused:
         post_at(root).send([live.address, offline.address], "hello", SENDER, caller())
@@ -171,11 +174,11 @@ def test_a_mailbox_filled_by_a_racing_sender_is_reported_with_what_was_queued(
     the second target: the refusal says which copy went out already."""
     real_deposit = mailbox.deposit
 
-    def racing_deposit(root: Path, address: str, message: Message) -> str:
+    def racing_deposit(top: files.Folder, address: str, message: Message) -> str:
         if address == offline.address:
             for offset in range(mailbox.CAP):
-                real_deposit(root, address, make_message(NOW + offset), durable=False)
-        return real_deposit(root, address, message)
+                real_deposit(top, address, make_message(NOW + offset), durable=False)
+        return real_deposit(top, address, message)
 
     monkeypatch.setattr(mailbox, "deposit", racing_deposit)
     with pytest.raises(Refused) as refused:
@@ -360,3 +363,81 @@ def test_one_symlinked_mailbox_does_not_break_listing_or_sending_to_others(
     with pytest.raises(files.UnsafePath):
         post.send(["bob"], "hello", SENDER, caller)
     assert list(elsewhere.iterdir()) == []
+
+
+class Opened:
+    """A recording double in front of the disk: how often the root is opened, each
+    folder listed (a mailbox's listing is its count) and each file read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.roots = 0
+        self.listed: Counter[str] = Counter()
+        self.read: Counter[str] = Counter()
+        real_open_root, real_names = files.open_root, files.Folder.names
+        real_open_file = files.Folder.open_file
+
+        def open_root(root: files.StrPath) -> files.Folder | None:
+            self.roots += 1
+            return real_open_root(root)
+
+        def names(folder: files.Folder) -> list[str]:
+            self.listed[os.path.basename(folder.path)] += 1
+            return real_names(folder)
+
+        def open_file(folder: files.Folder, name: str) -> files.OpenFile | None:
+            self.read[name] += 1
+            return real_open_file(folder, name)
+
+        monkeypatch.setattr(files, "open_root", open_root)
+        monkeypatch.setattr(files.Folder, "names", names)
+        monkeypatch.setattr(files.Folder, "open_file", open_file)
+
+
+@pytest.mark.parametrize("mailbox_exists", [True, False], ids=["mailbox", "no-mailbox-yet"])
+def test_a_send_to_an_address_opens_the_root_once_and_counts_the_mailbox_once(
+    root: Path, offline: Record, monkeypatch: pytest.MonkeyPatch, mailbox_exists: bool
+) -> None:
+    """DESIGN §1/§4: one open of the root per operation; the one count of the mailbox
+    is the deposit's, under its lock; the record is read once."""
+    if mailbox_exists:
+        deposit(root, offline.address, make_message(NOW - 1000))
+    opened = Opened(monkeypatch)
+    post_at(root).send([offline.address], "hello", SENDER, caller())
+    assert opened.roots == 1
+    assert opened.listed[offline.address] == 1
+    assert opened.read[f"{offline.address}.json"] == 1
+    assert mailbox.count(root, offline.address) == 1 + mailbox_exists
+
+
+def test_a_send_to_several_counts_each_mailbox_once(
+    root: Path, offline: Record, live: Record, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first target is counted by its deposit alone; the others once up front,
+    before anything is written, then again under their locks (the minimum for all or
+    nothing without holding every lock at once: DESIGN §4)."""
+    for record in (offline, live):
+        deposit(root, record.address, make_message(NOW - 1000))
+    opened = Opened(monkeypatch)
+    post_at(root, receipt_wait=0).send([offline.address, live.address], "hi", SENDER, caller())
+    assert opened.roots == 1
+    assert opened.listed[offline.address] == 1
+    assert opened.listed[live.address] == 2
+
+
+def test_resolve_and_peek_of_an_address_read_the_record_once(
+    root: Path, offline: Record, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deposit(root, offline.address, make_message(NOW))
+    said = io.StringIO()
+    ctx = cli.Context(
+        environ={"PI_POST_DIR": str(root), "HOME": "/home/dev"},
+        cwd="/home/dev",
+        stdout=said,
+        clock=FixedClock(),
+        processes=FakeProcessTable({}),
+    )
+    for command in ("resolve", "peek"):
+        opened = Opened(monkeypatch)
+        assert cli.run([command, offline.address], ctx) == 0
+        assert opened.read[f"{offline.address}.json"] == 1, command
+    assert "1 queued" in said.getvalue()

@@ -26,6 +26,7 @@ from tests.helpers import (
     DAY_MS,
     NOW,
     FakeProcessTable,
+    deposit,
     make_message,
     make_record,
     tree_snapshot,
@@ -222,7 +223,7 @@ def test_a_record_of_this_process_is_live(root: Path) -> None:
 
 
 def queue_letter(root: Path, address: str) -> None:
-    mailbox.deposit(root, address, make_message(NOW - YEAR_MS), durable=False)
+    deposit(root, address, make_message(NOW - YEAR_MS), durable=False)
 
 
 @pytest.mark.parametrize(
@@ -463,7 +464,7 @@ def test_a_deposit_whose_folder_is_swept_under_it_starts_again(
         return real_lock(folder)
 
     monkeypatch.setattr(files.Folder, "lock", sweep_first)
-    path = Path(mailbox.deposit(root, address, make_message()))
+    path = Path(deposit(root, address, make_message()))
     assert swept == [sweep.SweepReport((), (address,))]
     assert path.is_file()
     assert mailbox.count(root, address) == 1
@@ -487,7 +488,7 @@ def test_a_sweep_racing_deposits_never_loses_one(
         try:
             for index, address in enumerate(addresses[::-1][number::depositors]):
                 message = make_message(NOW + index, body=f"{number}/{index}")
-                returned.append(Path(mailbox.deposit(root, address, message, durable=False)))
+                returned.append(Path(deposit(root, address, message, durable=False)))
         except BaseException as error:
             failures.append(error)
 

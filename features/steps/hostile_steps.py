@@ -28,6 +28,7 @@ from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, encode, make_id, new_message
 from pipost.post import Post, wall_clock_ms
+from tests.helpers import deposit
 
 use_regular_expressions()
 
@@ -276,7 +277,7 @@ def hostile_file(context: Context, description: str) -> None:
 @when(f"a good letter {QUOTED} arrives in bob's mailbox")
 def good_letter(context: Context, body: str) -> None:
     the = hostile(context)
-    mailbox.deposit(the.root, the.receiver.address, a_letter(body, name=f"sender of {body}"))
+    deposit(the.root, the.receiver.address, a_letter(body, name=f"sender of {body}"))
 
 
 @given(f"bob's mailbox holds a letter whose (\\S+) is {QUOTED}")
@@ -504,7 +505,7 @@ def letter_with_escapes(context: Context, escapes: str) -> None:
     the = hostile(context)
     raw = unescape(escapes)
     letter = a_letter(f"look {raw} here", name=f"{raw}eve")
-    mailbox.deposit(the.root, the.receiver.address, letter)
+    deposit(the.root, the.receiver.address, letter)
 
 
 @given(f"the file name of a letter in bob's mailbox carry the escapes {QUOTED}")
@@ -572,7 +573,7 @@ def _send_forgery(the: Hostile, sender_name: str, body_for: str | None, body: st
         body = _forged_body(body_for, letter_id)
     letter = new_message(Sender("process", sender_name), body, now, nonce="f0f0f0f0")
     assert letter.id == letter_id
-    mailbox.deposit(the.root, the.receiver.address, letter)
+    deposit(the.root, the.receiver.address, letter)
     the.letter_id = letter_id
 
 

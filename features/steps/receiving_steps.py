@@ -37,7 +37,7 @@ from pipost.post import Post, os_caller, wall_clock_ms
 from pipost.reception import RECEIPTED, Action
 from pipost.registry import OsProcessTable
 from pipost.session import Presence
-from tests.helpers import entered_count, give_to_unprivileged, unprivileged
+from tests.helpers import deposit, entered_count, give_to_unprivileged, unprivileged
 
 WAIT_S = 10.0
 """Longest a step waits for something another thread or process does."""
@@ -462,7 +462,7 @@ def process_sends_and_waits(context: Context, body: str, seconds: float) -> None
 def message_waits(context: Context) -> None:
     rx = reception(context)
     message = new_message(process("early-bird"), "waiting since yesterday", rx.clock.now - 1)
-    mailbox.deposit(rx.root, rx.address, message)
+    deposit(rx.root, rx.address, message)
     rx.sent.append(message)
 
 
@@ -532,7 +532,7 @@ def letters_race(context: Context, count: int) -> None:
             message = new_message(process(f"sender-{n}"), f"letter {n}", rx.clock.now + n)
             while True:
                 try:
-                    mailbox.deposit(rx.root, rx.address, message, durable=False)
+                    deposit(rx.root, rx.address, message, durable=False)
                     break
                 except mailbox.MailboxFull:
                     time.sleep(0.002)
@@ -851,7 +851,7 @@ def messages_to_listener(context: Context, count: int) -> None:
     for n in range(count):
         sent = len(rx.sent)
         message = new_message(process(f"sender-{sent}"), f"message {sent}", wall_clock_ms() + n)
-        mailbox.deposit(rx.root, listener.address, message)
+        deposit(rx.root, listener.address, message)
         rx.sent.append(message)
 
 
@@ -1002,7 +1002,7 @@ def read_only_mailbox(context: Context) -> None:
     rx = reception(context)
     rx.listener = Listener(rx, "read-only", stream=True, unprivileged=True)
     message = new_message(process("script"), "enter me once", wall_clock_ms())
-    mailbox.deposit(rx.root, rx.listener.address, message)
+    deposit(rx.root, rx.listener.address, message)
     rx.sent.append(message)
     rx.scratch.chmod(0o711)  # that user must reach the post office inside
     give_to_unprivileged(rx.root)

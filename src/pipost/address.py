@@ -40,6 +40,14 @@ def is_address(text: str) -> bool:
     return len(text) == 14 and text.startswith("s-") and _LOWER_HEX.issuperset(text[2:])
 
 
+def checked(text: str) -> str:
+    """``text`` if it is an address, else ValueError: the one check an address passes
+    before it names a file or a folder (INV-22)."""
+    if not is_address(text):
+        raise ValueError(f"not an address: {text!r}")
+    return text
+
+
 def default_name(cwd: str, address: str) -> str:
     """Name of an unnamed session: basename of its cwd, ``-``, address characters 3–6."""
     base = posixpath.basename(cwd.rstrip("/")) or "root"

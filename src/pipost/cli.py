@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pipost import files, format, mailbox, registry
+from pipost import files, format, mailbox
 from pipost.address import address_of, is_address
 from pipost.message import BODY_CAP, Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn, TextIO
 
-    from pipost.session import ProcessTable
+    from pipost.session import Candidate, ProcessTable
 
 USAGE = (
     "usage: pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>]"
@@ -401,33 +401,31 @@ def cmd_list(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def _lookup(handle: str, ctx: Context) -> tuple[Post, str, int]:
-    """The address a read-only command looks at. A bare address is looked at even
-    with no record, as the reference does: looking is not sending."""
+def _lookup(handle: str, ctx: Context) -> tuple[Post, str, Candidate | None]:
+    """The address a read-only command looks at, with its session where one is
+    registered (its record read once). A bare address is looked at even with no
+    record, as the reference does: looking is not sending."""
     post = ctx.post()
-    if is_address(handle) and registry.read(post.root, handle) is None:
-        return post, handle, mailbox.count(post.root, handle)
+    if is_address(handle):
+        return post, handle, post.by_address(handle)
     target = post.resolve(handle, os_caller(ctx.working_dir(), dict(ctx.environ)))
-    return post, target.address, 0
+    return post, target.address, target.candidate
 
 
 def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
     options, positional = _options(args, "resolve", flags=frozenset({"--json"}))
     handle = _one(positional, "resolve", "target")
-    post, address, queued = _lookup(handle, ctx)
-    record = registry.read(post.root, address)
+    post, address, candidate = _lookup(handle, ctx)
+    queued = mailbox.count(post.root, address) if candidate is None else candidate.queued
     if "--json" in options:
         from pipost import documents
 
-        candidate = None if record is None else post.candidate(record, post.clock())
-        queued = queued if candidate is None else candidate.queued
         ctx.say(documents.dump(documents.resolved(handle, address, queued, candidate)))
         return 0
-    if record is None:
+    if candidate is None:
         lines = format.bare_address_card(address, queued)
     else:
-        now = post.clock()
-        lines = format.resolve_card(post.candidate(record, now), now)
+        lines = format.resolve_card(candidate, post.clock())
     for line in lines:
         ctx.say(line)
     return 0

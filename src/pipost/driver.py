@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Protocol, TextIO, TypeAlias, Union
 
 from pipost import format, host, mailbox, message, registry
-from pipost.address import address_of, default_name, is_address
+from pipost.address import address_of, checked, default_name, is_address
 from pipost.message import Rejected, Sender
 from pipost.policy import inbound_mode
 from pipost.post import Post, Refused
@@ -634,9 +634,10 @@ def open_driver(root: Path, *, home: str, command: str | None = None) -> Driver:
 
 def _address(text: str) -> str:
     """Addresses are checked before any path is built from them (INV-22)."""
-    if not is_address(text):
-        raise Refused(f"not an address: {format.visible(text)!r}")
-    return text
+    try:
+        return checked(text)
+    except ValueError as error:
+        raise Refused(str(error)) from None
 
 
 def _reasons(outcomes: list[Outcome], action: Action) -> list[Json]:

@@ -28,7 +28,7 @@ import errno
 import os
 
 from pipost import files
-from pipost.mailbox import checked
+from pipost.address import checked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import os
 import stat
 
 from pipost import files, format, refusals
-from pipost.address import is_address
+from pipost.address import checked, is_address
 from pipost.message import LETTER_READ_LIMIT, SUFFIX, Message, Rejected, encode, parse
 from pipost.value import Value
 
@@ -50,22 +50,14 @@ class DepositFailed(OSError):
     """A mailbox the file system would not let us write (read-only, full disk...).
     It names the mailbox and its folder, not the temporary file the write stopped at."""
 
-    def __init__(self, root: StrPath, address: str, cause: OSError) -> None:
+    def __init__(self, folder: str, address: str, cause: OSError) -> None:
         reason = cause.strerror or str(cause)
-        folder = inbox_of(root, address)
         super().__init__(cause.errno, reason, folder)
         self.address = address
         self.refusal = refusals.CannotWrite(address, folder, reason)
 
     def __str__(self) -> str:
         return format.refusal(self.refusal)
-
-
-def checked(address: str) -> str:
-    """The address, checked before it becomes a path component (INV-22)."""
-    if not is_address(address):
-        raise ValueError(f"not an address: {address!r}")
-    return address
 
 
 def inbox_of(root: StrPath, address: str) -> str:
@@ -75,7 +67,16 @@ def inbox_of(root: StrPath, address: str) -> str:
 
 def open_inbox(root: StrPath, address: str) -> Folder | None:
     """The mailbox folder, reached from the root without following a link; None if absent."""
-    return files.walk(root, "inbox", checked(address))
+    top = files.open_root(root)
+    if top is None:
+        return None
+    with top:
+        return inbox_in(top, address)
+
+
+def inbox_in(top: Folder, address: str) -> Folder | None:
+    """The mailbox folder below the open root ``top``; None if absent."""
+    return top.walk("inbox", checked(address))
 
 
 def is_letter_name(name: str) -> bool:
@@ -100,6 +101,15 @@ def count(root: StrPath, address: str) -> int:
     return len(letter_names(root, address))
 
 
+def count_in(top: Folder, address: str) -> int:
+    """The letters queued for ``address`` below the open root ``top``."""
+    folder = inbox_in(top, address)
+    if folder is None:
+        return 0
+    with folder:
+        return len(letters_in(folder))
+
+
 def mailbox_addresses(root: StrPath) -> list[str]:
     """Addresses that have a mailbox folder."""
     folder = files.walk(root, "inbox")
@@ -109,25 +119,26 @@ def mailbox_addresses(root: StrPath) -> list[str]:
         return sorted(name for name in folder.names() if is_address(name))
 
 
-def deposit(root: StrPath, address: str, message: Message, *, durable: bool = True) -> str:
-    """Queue ``message`` for ``address``; returns the letter's path.
+def deposit(top: Folder, address: str, message: Message, *, durable: bool = True) -> str:
+    """Queue ``message`` for ``address`` in the post office whose root ``top`` is open;
+    returns the letter's path.
 
+    The mailbox is counted once, under its lock: that count is the cap's (INV-08).
     Raises MailboxFull with nothing written, and DepositFailed, with no letter
     written, for a folder that cannot be written. A sweep that removes the folder
     while we wait for its lock makes us start again (INV-17)."""
     try:
-        return _deposit(root, address, message, durable)
+        return _deposit(top, checked(address), message, durable)
     except (files.UnsafePath, FileExistsError):
         raise  # each names the very path that is wrong: a link, a letter with this id
     except OSError as error:
-        raise DepositFailed(root, address, error) from error
+        raise DepositFailed(inbox_of(top.path, address), address, error) from error
 
 
-def _deposit(root: StrPath, address: str, message: Message, durable: bool) -> str:
+def _deposit(top: Folder, address: str, message: Message, durable: bool) -> str:
     data = encode(message)
-    checked(address)
     for _ in range(_DEPOSIT_ATTEMPTS):
-        with files.make(root, "inbox", address) as folder:
+        with top.make("inbox", address) as folder:
             try:
                 with folder.lock():
                     queued = len(letters_in(folder))
@@ -150,7 +161,7 @@ def _deposit(root: StrPath, address: str, message: Message, durable: bool) -> st
                     return folder.name(final)
             except files.Vanished:
                 continue
-    raise OSError(errno.EAGAIN, "mailbox folder kept vanishing", inbox_of(root, address))
+    raise OSError(errno.EAGAIN, "mailbox folder kept vanishing", inbox_of(top.path, address))
 
 
 def wait_consumed(letter: str, timeout: float) -> bool:

@@ -20,7 +20,7 @@ from pipost.value import Value
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from typing import Final
+    from typing import Final, Self
 
     from pipost.files import StrPath
     from pipost.message import Message, Sender
@@ -104,58 +104,32 @@ class Post:
         return self._candidate(record, now, self._queued(record.address))
 
     def _queued(self, address: str) -> int:
-        """One session's unsafe mailbox folder (a symlink) must not break a listing
-        or a send to someone else: it counts as empty here, and is refused by
-        whatever would read or write it."""
         try:
-            return mailbox.count(self.root, address)
-        except files.UnsafePath:
+            top = files.open_root(self.root)
+        except files.UnsafePath:  # refused by whatever would read or write it
             return 0
-
-    def every_candidate(self, now: int) -> list[Candidate]:
-        """Every registered session, the root, the registry and inbox/ each opened
-        once: inbox/ is listed once, so a session without a mailbox folder costs no
-        lookup of one."""
-        top = files.open_root(self.root)
         if top is None:
-            return []
+            return 0
         with top:
-            registry_folder = top.walk("registry")
-            if registry_folder is None:
-                return []
-            with registry_folder:
-                found = registry.records_in(registry_folder)
-            try:
-                inbox = top.walk("inbox")
-            except files.UnsafePath:  # every mailbox is refused where it is used
-                inbox = None
-            if inbox is None:
-                return [self._candidate(record, now, 0) for record in found]
-            with inbox:
-                mailboxes = set(inbox.names())
-                return [
-                    self._candidate(
-                        record,
-                        now,
-                        _queued_in(inbox, record.address) if record.address in mailboxes else 0,
-                    )
-                    for record in found
-                ]
+            return _queued_in_root(top, address)
 
     def _candidate(self, record: Record, now: int, queued: int) -> Candidate:
         return Candidate(
             record=record, presence=presence(record, now, self.processes), queued=queued
         )
 
-    def directory(self) -> DiskDirectory:
-        files.check_root(self.root)
-        return DiskDirectory(self, self.clock())
-
     def sessions(self) -> list[Candidate]:
-        return list(self.directory().candidates())
+        with DiskDirectory(self, self.clock()) as directory:
+            return list(directory.candidates())
+
+    def by_address(self, address: str) -> Candidate | None:
+        """The session at ``address``, its record read once; None when it has none."""
+        with DiskDirectory(self, self.clock()) as directory:
+            return directory.by_address(address)
 
     def resolve(self, handle: str, caller: Caller) -> Target:
-        outcome = resolve(handle, self.directory(), caller)
+        with DiskDirectory(self, self.clock()) as directory:
+            outcome = resolve(handle, directory, caller)
         if isinstance(outcome, Refusal):
             raise Refused(outcome)
         return outcome
@@ -177,30 +151,33 @@ class Post:
     ) -> list[Receipt]:
         """Check the body and the envelope once, then resolve every target (a refusal
         writes nothing), deposit one copy per target, then wait for the live ones to
-        take theirs."""
+        take theirs. The root is opened once for all of it, and each mailbox is
+        counted once, under the deposit's lock (DESIGN §4)."""
         try:
             checked = new_message(sender, body, self.clock(), reply_to=reply_to)
         except BodyError as refused:
             raise Refused(refused.refusal) from None
         except ValueError as error:  # the envelope's rules
             raise Refused(BadEnvelope(str(error))) from None
-        targets = resolve_all(handles, self.directory(), caller)
-        if isinstance(targets, Refusal):
-            raise Refused(targets)
-        for target in targets:  # refuse a full mailbox before writing to any
-            queued = mailbox.count(self.root, target.address)
-            if queued >= mailbox.CAP:
-                raise Refused(MailboxFull(target.address, queued, mailbox.CAP))
-        deposited: list[tuple[Target, Message, str]] = []
-        for target in targets:
-            message = restamped(checked, self.clock())
-            try:
-                path = mailbox.deposit(self.root, target.address, message)
-            except (mailbox.MailboxFull, mailbox.DepositFailed) as failed:
-                # filled by a racing sender meanwhile, or a folder that cannot be written
-                sent = tuple((t.address, m.id) for t, m, _ in deposited)
-                raise Refused(failed.refusal.replace(already_queued=sent)) from None
-            deposited.append((target, message, path))
+        # Resolving by address reads presence alone: the count that matters is the
+        # deposit's, under the mailbox's lock.
+        with DiskDirectory(self, self.clock(), count_mailboxes=False) as directory:
+            targets = resolve_all(handles, directory, caller)
+            if isinstance(targets, Refusal):
+                raise Refused(targets)
+            top = directory.top
+            assert top is not None, "a target resolved, so the post office exists"
+            _refuse_a_full_mailbox(top, targets)
+            deposited: list[tuple[Target, Message, str]] = []
+            for target in targets:
+                message = restamped(checked, self.clock())
+                try:
+                    path = mailbox.deposit(top, target.address, message)
+                except (mailbox.MailboxFull, mailbox.DepositFailed) as failed:
+                    # filled by a racing sender meanwhile, or a folder that cannot be written
+                    sent = tuple((t.address, m.id) for t, m, _ in deposited)
+                    raise Refused(failed.refusal.replace(already_queued=sent)) from None
+                deposited.append((target, message, path))
         receipts = []
         deadline = time.monotonic() + self.receipt_wait
         for target, message, path in deposited:
@@ -222,33 +199,109 @@ class Post:
         return sweep.sweep(self.root, self.clock(), self.processes)
 
 
-class DiskDirectory:
-    """resolve.Directory over the registry and inbox folders, read lazily so that
-    resolving an address reads one record, not the registry."""
+def _refuse_a_full_mailbox(top: files.Folder, targets: Sequence[Target]) -> None:
+    """All or nothing: before the first letter is written, refuse a send one of whose
+    mailboxes is full. The first target is not counted here: the deposit counts it
+    under its lock before anything is written, and that count refuses it. The
+    others are counted once each, as a racing sender could fill one after the first
+    letter went in (the locked count then refuses it, naming what was queued). Only
+    when one is full is the first counted too, so that the refusal names the first
+    full mailbox in the order given."""
+    queued = {target.address: mailbox.count_in(top, target.address) for target in targets[1:]}
+    if all(count < mailbox.CAP for count in queued.values()):
+        return
+    queued[targets[0].address] = mailbox.count_in(top, targets[0].address)
+    for target in targets:
+        if queued[target.address] >= mailbox.CAP:
+            raise Refused(MailboxFull(target.address, queued[target.address], mailbox.CAP))
 
-    def __init__(self, post: Post, now: int) -> None:
+
+class DiskDirectory:
+    """resolve.Directory over the registry and inbox folders of the root, opened once
+    (refusing an unsafe one) for a ``with`` block; read lazily so that resolving an
+    address reads one record, not the registry.
+
+    ``count_mailboxes=False`` (a send) leaves a session found by its address
+    uncounted (queued 0): only its presence is read, and the count that matters is
+    the deposit's."""
+
+    def __init__(self, post: Post, now: int, *, count_mailboxes: bool = True) -> None:
         self.post = post
         self.now = now
+        self.count_mailboxes = count_mailboxes
+        self.top = files.open_root(post.root)
+        """The open root; None when there is no post office yet."""
         self._all: list[Candidate] | None = None
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.top is not None:
+            self.top.close()
+
     def by_address(self, address: str) -> Candidate | None:
-        record = registry.read(self.post.root, address)
-        return None if record is None else self.post.candidate(record, self.now)
+        if self.top is None:
+            return None
+        record = registry.read_in(self.top, address)
+        if record is None:
+            return None
+        queued = _queued_in_root(self.top, address) if self.count_mailboxes else 0
+        return self.post._candidate(record, self.now, queued)
 
     def candidates(self) -> Sequence[Candidate]:
         if self._all is None:
-            self._all = sorted(self.post.every_candidate(self.now), key=listing_order)
+            self._all = sorted(self._every_candidate(), key=listing_order)
         return self._all
 
-    def has_mailbox(self, address: str) -> bool:
+    def _every_candidate(self) -> list[Candidate]:
+        """Every registered session, the registry and inbox/ each opened once: inbox/
+        is listed once, so a session without a mailbox folder costs no lookup of one."""
+        if self.top is None:
+            return []
+        registry_folder = self.top.walk("registry")
+        if registry_folder is None:
+            return []
+        with registry_folder:
+            found = registry.records_in(registry_folder)
         try:
-            folder = mailbox.open_inbox(self.post.root, address)
+            inbox = self.top.walk("inbox")
+        except files.UnsafePath:  # every mailbox is refused where it is used
+            inbox = None
+        if inbox is None:
+            return [self.post._candidate(record, self.now, 0) for record in found]
+        with inbox:
+            mailboxes = set(inbox.names())
+            return [
+                self.post._candidate(
+                    record,
+                    self.now,
+                    _queued_in(inbox, record.address) if record.address in mailboxes else 0,
+                )
+                for record in found
+            ]
+
+    def has_mailbox(self, address: str) -> bool:
+        if self.top is None:
+            return False
+        try:
+            folder = mailbox.inbox_in(self.top, address)
         except files.UnsafePath:
             return False
         if folder is None:
             return False
         folder.close()
         return True
+
+
+def _queued_in_root(top: files.Folder, address: str) -> int:
+    """One session's unsafe mailbox folder (a symlink) must not break a listing or a
+    send to someone else: it counts as empty here, and is refused by whatever would
+    read or write it."""
+    try:
+        return mailbox.count_in(top, address)
+    except files.UnsafePath:
+        return 0
 
 
 def _queued_in(inbox: files.Folder, address: str) -> int:

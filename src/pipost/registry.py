@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from pipost import files
-from pipost.address import address_of, default_name, is_address
+from pipost.address import address_of, checked, default_name, is_address
 from pipost.session import RECORD_READ_LIMIT, Record, encode, parse
 
 TYPE_CHECKING = False
@@ -53,9 +53,7 @@ def registry_dir(root: StrPath) -> str:
 
 def record_name(address: str) -> str:
     """The record's file name; the address is checked before it names a file (INV-22)."""
-    if not is_address(address):
-        raise ValueError(f"not an address: {address!r}")
-    return address + ".json"
+    return checked(address) + ".json"
 
 
 def record_path(root: StrPath, address: str) -> str:
@@ -79,10 +77,6 @@ def write(root: StrPath, record: Record) -> None:
         folder.flush()
 
 
-def _read_in(folder: Folder, address: str) -> Record | None:
-    return _read_named(folder, record_name(address))
-
-
 def _read_named(folder: Folder, name: str) -> Record | None:
     """The record in the file ``name``, whose address part is already checked."""
     try:
@@ -99,13 +93,26 @@ def read(root: StrPath, address: str) -> Record | None:
     """The record of ``address`` without scanning the registry; None if absent or bad."""
     record_name(address)
     try:
-        folder = files.walk(root, "registry")
+        top = files.open_root(root)
+    except files.UnsafePath:
+        return None
+    if top is None:
+        return None
+    with top:
+        return read_in(top, address)
+
+
+def read_in(top: Folder, address: str) -> Record | None:
+    """The record of ``address`` below the open root ``top``; None if absent or bad."""
+    name = record_name(address)
+    try:
+        folder = top.walk("registry")
     except files.UnsafePath:
         return None
     if folder is None:
         return None
     with folder:
-        return _read_in(folder, address)
+        return _read_named(folder, name)
 
 
 def records_in(folder: Folder) -> list[Record]:

@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipost import host, mailbox, message
+from pipost import files, host, mailbox, message
 from pipost.driver import DriverError, InProcessDriver, Json, RecordingContext, Result, serve
 from pipost.message import Sender
 from pipost.resolve import Caller
@@ -67,7 +67,8 @@ class BrokenDriver(InProcessDriver):
                 self.now,
                 body,
             )
-            mailbox.deposit(self.root, address, letter)
+            with files.make_root(self.root) as top:
+                mailbox.deposit(top, address, letter)
             receipts.append({"address": address, "id": letter.id, "delivered": False})
         return {"receipts": receipts}
 

@@ -44,7 +44,7 @@ from pipost.message import LETTER_READ_LIMIT, Message, Sender, encode, new_messa
 from pipost.post import wall_clock_ms
 from pipost.registry import OsProcessTable
 from pipost.session import Presence
-from tests.helpers import made
+from tests.helpers import deposit, made
 
 from .conftest import CLI, WAIT_S, Exchange, read_transcript
 
@@ -94,7 +94,7 @@ def lay_hostile_mailbox(exchange: Exchange, *, bad_first: bool) -> HostileMailbo
         message = _letter(
             now - 60_000 + number, f"{number:08x}", f"good {number}", f"early-{number}"
         )
-        mailbox.deposit(exchange.root, ADDRESS, message)
+        deposit(exchange.root, ADDRESS, message)
         good[message.id] = (message.body, message.sender.name)
 
     bad_at = 1 if bad_first else 9_999_999_999_000

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from pipost import mailbox, registry
+from pipost import registry
 from pipost.address import address_of
 from pipost.host import POLL_S
 from pipost.message import Sender, new_message
 from pipost.post import wall_clock_ms
 from tests.helpers import (
+    deposit,
     give_to_unprivileged,
     unprivileged,
     unprivileged_scratch,
@@ -50,7 +51,7 @@ def test_a_listener_whose_mailbox_is_read_only_for_it_enters_nothing_twice_and_s
     exchange = unprivileged_exchange
     address = address_of(SESSION)
     message = new_message(Sender("process", "script"), "enter me once", wall_clock_ms())
-    mailbox.deposit(exchange.root, address, message)
+    deposit(exchange.root, address, message)
     exchange.folder(SESSION)
     give_to_unprivileged(exchange.base)
     inbox = exchange.root / "inbox" / address

@@ -32,6 +32,7 @@ from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, new_message
 from pipost.post import Post, Refused, os_caller
+from tests import helpers
 from tests.helpers import NOW, FakeProcessTable, FixedClock, entered_count
 
 ROOT = Path("/home/dev/.pi/agent/post")
@@ -190,7 +191,7 @@ def host_over(root: Path, context: Recording) -> Host:
 
 
 def deposit(root: Path, body: str, sent_at: int) -> None:
-    mailbox.deposit(root, ADDRESS, new_message(Sender("process", "script"), body, sent_at))
+    helpers.deposit(root, ADDRESS, new_message(Sender("process", "script"), body, sent_at))
 
 
 def test_a_session_starts_and_takes_its_mail_with_a_read_only_registry(

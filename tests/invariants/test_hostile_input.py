@@ -49,7 +49,7 @@ from pipost.message import (
 from pipost.post import Post, Refused, os_caller
 from pipost.resolve import Target
 from pipost.session import Record
-from tests.helpers import NOW, FakeProcessTable, FixedClock, entered_count, made
+from tests.helpers import NOW, FakeProcessTable, FixedClock, deposit, entered_count, made
 from tests.invariants.conftest import count_example, count_step
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
@@ -920,7 +920,7 @@ def test_a_receiver_drains_a_hostile_mailbox(entries: list[InboxEntry]) -> None:
 
             # The receiver keeps running: mail sent afterwards arrives.
             after = new_message(Sender("process", "after"), "after the hostile ones", NOW)
-            mailbox.deposit(root, RECEIVER_ADDRESS, after)
+            deposit(root, RECEIVER_ADDRESS, after)
             assert entered_count(receiver.drain()) == 1
             assert context.deliveries[-1].message == after
         finally:

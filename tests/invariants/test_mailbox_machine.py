@@ -55,7 +55,7 @@ from pipost.post import Post, Refused
 from pipost.reception import RECEIPTED, Action
 from pipost.resolve import Caller
 from pipost.session import Presence
-from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, tree_snapshot
+from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, deposit, tree_snapshot
 from tests.invariants.conftest import count_example, count_step
 
 MACHINE = "mailbox"
@@ -258,7 +258,7 @@ class MailboxMachine(RuleBasedStateMachine):
         )
         before = self._letters()
         try:
-            mailbox.deposit(self.root, ADDRESS, message)
+            deposit(self.root, ADDRESS, message)
         except mailbox.MailboxFull:
             event("deposit refused: mailbox full")
             assert len(before) == mailbox.CAP

@@ -23,7 +23,7 @@ from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, encode, new_message
 from pipost.post import Post
-from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock
+from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, deposit
 from tests.invariants.conftest import count_example, count_step
 from tests.invariants.fsmodel import (
     DirNode,
@@ -107,7 +107,7 @@ class PowerLossMachine(RuleBasedStateMachine):
             nonce=f"{self.sent:08x}",
         )
         try:
-            path = mailbox.deposit(self.root, address, message)
+            path = deposit(self.root, address, message)
         except mailbox.MailboxFull:
             return
         self.recorder.returned(message.id, path, encode(message))
@@ -201,7 +201,7 @@ def _deposit_recorded(base: Path, *, durable: bool) -> tuple[Recorder, str]:
     recorder = Recorder(base)
     message = new_message(Sender(kind="process", name="process:cut"), "hello", NOW)
     with recorder.install():
-        path = mailbox.deposit(base / "post", ADDRESSES[0], message, durable=durable)
+        path = deposit(base / "post", ADDRESSES[0], message, durable=durable)
     recorder.returned(message.id, path, encode(message))
     return recorder, path
 
