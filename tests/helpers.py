@@ -1,6 +1,7 @@
 """Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
 and a clock that the test controls, builders for records and messages, and a user
-that mode bits bind; what a drain's outcomes come to."""
+that mode bits bind; what a drain's outcomes come to; a letter claimed or set aside
+by name, as a receiver does it; a recording double of what the disk is asked."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from pipost import files, mailbox, registry
 from pipost.address import address_of, default_name
 from pipost.message import Message, Sender, new_message
+from pipost.quarantine import SetAside
 from pipost.reception import ENTERS, Outcome
 from pipost.session import Record
 
@@ -118,6 +123,62 @@ def deposit(root: files.StrPath, address: str, message: Message, *, durable: boo
     """Queue ``message`` as a sender does, the root opened (made) for it; the letter's path."""
     with files.make_root(root) as top:
         return mailbox.deposit(top, address, message, durable=durable)
+
+
+def claim_named(root: files.StrPath, address: str, name: str) -> mailbox.Claim | None:
+    """The claim of the letter ``name`` as a receiver takes it (mailbox.claims), the
+    letters before it left queued; None if another receiver holds it or it is gone."""
+    taking = mailbox.claims(root, address)
+    try:
+        for claim in taking:
+            if claim.name == name:
+                return claim
+            claim.release()
+        return None
+    finally:
+        taking.close()
+
+
+def set_aside(root: files.StrPath, address: str, name: str, reason: str) -> SetAside:
+    """Set the queued letter ``name`` aside as a receiver does: claimed, then moved."""
+    claim = claim_named(root, address, name)
+    assert claim is not None, f"no letter {name} to claim for {address}"
+    return claim.set_aside(reason)
+
+
+class Opened:
+    """A recording double in front of the disk: how often the root is opened, each
+    folder entered from the one above it (by path), each folder listed (a mailbox's
+    listing is its count) and each file read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.roots = 0
+        self.entered: Counter[str] = Counter()
+        self.listed: Counter[str] = Counter()
+        self.read: Counter[str] = Counter()
+        real_open_root, real_child = files.open_root, files.Folder.child
+        real_names, real_open_file = files.Folder.names, files.Folder.open_file
+
+        def open_root(root: files.StrPath) -> files.Folder | None:
+            self.roots += 1
+            return real_open_root(root)
+
+        def child(folder: files.Folder, name: str) -> files.Folder | None:
+            self.entered[folder.name(name)] += 1
+            return real_child(folder, name)
+
+        def names(folder: files.Folder) -> list[str]:
+            self.listed[os.path.basename(folder.path)] += 1
+            return real_names(folder)
+
+        def open_file(folder: files.Folder, name: str) -> files.OpenFile | None:
+            self.read[name] += 1
+            return real_open_file(folder, name)
+
+        monkeypatch.setattr(files, "open_root", open_root)
+        monkeypatch.setattr(files.Folder, "child", child)
+        monkeypatch.setattr(files.Folder, "names", names)
+        monkeypatch.setattr(files.Folder, "open_file", open_file)
 
 
 def json_names(folder: Path) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import contract, doctor, files, listeners, mailbox
+from pipost import contract, doctor, files, listeners, mailbox, quarantine
 from pipost.address import address_of
 from pipost.doctor import (
     ATTENTION,
@@ -32,6 +32,7 @@ from tests.helpers import (
     make_message,
     make_record,
     put,
+    set_aside,
     tree_snapshot,
     write_record,
 )
@@ -346,7 +347,7 @@ def test_full_and_nearly_full_mailboxes_are_reported_by_name_or_address() -> Non
 
 def test_set_aside_letters_are_reported_per_address_the_cap_apart() -> None:
     facts = healthy(
-        quarantined={ALICE.address: 2, BOB.address: mailbox.QUARANTINE_CAP},
+        quarantined={ALICE.address: 2, BOB.address: quarantine.CAP},
         folders=(*healthy().folders[:4], folder("quarantine"), folder("log")),
     )
     found = {f.subject: f for f in doctor.diagnose(facts) if f.severity == ATTENTION}
@@ -508,7 +509,7 @@ def planted(tmp_path: Path) -> Path:
     orphan = address_of("sess-orphan")
     made(root, "inbox", orphan)
     put(root / "inbox" / orphan / "0000000000001-00000000.json", b"not json")
-    mailbox.set_aside(root, orphan, "0000000000001-00000000.json", "not JSON")
+    set_aside(root, orphan, "0000000000001-00000000.json", "not JSON")
     (root / "inbox" / address_of("sess-linked")).symlink_to(root / "inbox" / orphan)
     return root
 

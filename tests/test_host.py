@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pipost import droplog, files, format, host, listeners, mailbox, registry, session
+from pipost import droplog, files, format, host, listeners, mailbox, quarantine, registry, session
 from pipost.address import address_of
 from pipost.driver import InProcessDriver
 from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
@@ -334,7 +334,7 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
 
     assert context.ids == [m.id for m in letters]
     assert queued(root) == []
-    aside = Path(mailbox.quarantine_of(root, ADDRESS))
+    aside = Path(quarantine.quarantine_of(root, ADDRESS))
     assert (aside / bad_name).read_bytes() == b'{"v": 1, "id": "torn'
     assert (aside / (bad_name + ".reason")).read_text().startswith("not JSON")
     assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [(bad_name, "malformed")]
@@ -353,7 +353,7 @@ def test_the_drivers_take_sets_a_letter_aside_logged_as_a_session_logs_it(
 
     result = driver.call("take", address=ADDRESS)
 
-    reason = (Path(mailbox.quarantine_of(root, ADDRESS)) / (bad_name + ".reason")).read_text()
+    reason = (Path(quarantine.quarantine_of(root, ADDRESS)) / (bad_name + ".reason")).read_text()
     assert result["set_aside"] == [{"name": bad_name, "reason": reason.strip()}]
     assert result["message"] == to_json(message)
     logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
@@ -1043,7 +1043,7 @@ def test_a_mailbox_that_cannot_be_written_keeps_its_letters_untouched_and_says_s
     assert entered_count(receiver.drain()) == 1
     assert context.ids == [message.id]
     assert queued(root) == []
-    assert mailbox.quarantined(root)[0].name == bad_name
+    assert quarantine.quarantined(root)[0].name == bad_name
 
     read_only[0] = True  # a trouble that cleared and came back is said again
     later = deposit(root, "later", NOW + 1)

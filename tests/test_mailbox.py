@@ -1,5 +1,6 @@
-"""Mailboxes on disk: deposit, reading, exclusive claims, setting aside, and the
-cap of 50 under many racing sender processes (INV-03, 05, 06, 07, 08, 10, 22)."""
+"""Mailboxes on disk: deposit, reading, exclusive claims, and the cap of 50 under
+many racing sender processes (INV-03, 05, 06, 07, 08, 22). Where a claimed letter
+that is not a message goes is tests/test_quarantine.py."""
 
 from __future__ import annotations
 
@@ -16,8 +17,16 @@ from pathlib import Path
 import pytest
 
 from pipost import files, mailbox
-from pipost.message import LETTER_READ_LIMIT, Message, Rejected, encode, parse
-from tests.helpers import NOW, deposit, make_message, make_record, tree_snapshot, write_record
+from pipost.message import Message, Rejected, encode, parse
+from tests.helpers import (
+    NOW,
+    claim_named,
+    deposit,
+    make_message,
+    make_record,
+    tree_snapshot,
+    write_record,
+)
 
 ADDRESS = "s-0123456789ab"
 
@@ -182,21 +191,21 @@ def test_peek_reports_a_malformed_letter_without_moving_it(root: Path) -> None:
 
 def test_a_claim_is_exclusive_until_disposed(root: Path) -> None:
     message = fill(root, 1)[0]
-    first = mailbox.claim(root, ADDRESS, message.file_name)
+    first = claim_named(root, ADDRESS, message.file_name)
     assert first is not None
     assert first.content == message
-    assert mailbox.claim(root, ADDRESS, message.file_name) is None
+    assert claim_named(root, ADDRESS, message.file_name) is None
     assert list(mailbox.claims(root, ADDRESS)) == []
     first.dispose()
     assert not Path(first.path).exists()
     assert mailbox.letter_names(root, ADDRESS) == []
-    assert mailbox.claim(root, ADDRESS, message.file_name) is None
+    assert claim_named(root, ADDRESS, message.file_name) is None
 
 
 def test_a_claimed_letter_stays_at_its_name_until_disposed(root: Path) -> None:
     """A pi-post 0.7 sender watches that exact path for its receipt."""
     message = fill(root, 1)[0]
-    claim = mailbox.claim(root, ADDRESS, message.file_name)
+    claim = claim_named(root, ADDRESS, message.file_name)
     assert claim is not None
     assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
     claim.dispose()
@@ -205,35 +214,14 @@ def test_a_claimed_letter_stays_at_its_name_until_disposed(root: Path) -> None:
 
 def test_release_leaves_the_letter_queued_for_the_next_claim(root: Path) -> None:
     message = fill(root, 1)[0]
-    first = mailbox.claim(root, ADDRESS, message.file_name)
+    first = claim_named(root, ADDRESS, message.file_name)
     assert first is not None
     first.release()
     assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
-    second = mailbox.claim(root, ADDRESS, message.file_name)
+    second = claim_named(root, ADDRESS, message.file_name)
     assert second is not None
     assert second.content == message
     second.release()
-
-
-def test_a_malformed_letter_is_set_aside_and_later_letters_are_claimed(root: Path) -> None:
-    later = fill(root, 2)
-    bad_name = "0000000000001-deadbeef.json"
-    (inbox(root) / bad_name).write_bytes(b'{"v":2}')
-    delivered: list[Message] = []
-    set_aside: list[Path] = []
-    for claim in mailbox.claims(root, ADDRESS):
-        if isinstance(claim.content, Rejected):
-            set_aside.append(Path(claim.set_aside(claim.content.reason).path))
-        else:
-            delivered.append(claim.content)
-            claim.dispose()
-    assert delivered == later
-    quarantine = root / "quarantine" / ADDRESS
-    assert set_aside == [quarantine / bad_name]
-    assert (quarantine / bad_name).read_bytes() == b'{"v":2}'
-    assert (quarantine / (bad_name + ".reason")).read_text() == "v is not 1\n"
-    assert mailbox.letter_names(root, ADDRESS) == []
-    assert mode_of(root / "quarantine") == 0o700
 
 
 def test_a_symlinked_letter_is_refused_not_followed(root: Path, tmp_path: Path) -> None:
@@ -302,7 +290,7 @@ def test_a_fifo_named_like_a_letter_does_not_block(root: Path) -> None:
 def test_wait_consumed_sees_the_letter_vanish(root: Path) -> None:
     path = deposit(root, ADDRESS, make_message())
     assert mailbox.wait_consumed(path, timeout=0.05) is False
-    taker = mailbox.claim(root, ADDRESS, os.path.basename(path))
+    taker = claim_named(root, ADDRESS, os.path.basename(path))
     assert taker is not None
     taker.dispose()
     assert mailbox.wait_consumed(path, timeout=0.05) is True
@@ -435,54 +423,3 @@ def test_racing_sender_processes_never_overfill_a_mailbox(
     assert watcher.unreadable == []
     bodies = {json.loads((folder / name).read_bytes())["body"] for name in names}
     assert len(bodies & {f"sender {n}" for n in range(SENDERS)}) == mailbox.CAP - PREFILLED
-
-
-# -- the quarantine is bounded, and says what it kept ----------------------------------
-
-
-def bad_letter(root: Path, name: str, data: bytes = b"{not json") -> None:
-    inbox(root).mkdir(parents=True, exist_ok=True)
-    (inbox(root) / name).write_bytes(data)
-
-
-def test_an_oversize_letter_keeps_only_its_head_in_quarantine(root: Path) -> None:
-    name = "0000000000001-00000000.json"
-    size = LETTER_READ_LIMIT * 3
-    bad_letter(root, name, b"x" * size)
-    moved = Path(mailbox.set_aside(root, ADDRESS, name, "file is too large").path)
-    assert moved.stat().st_size == LETTER_READ_LIMIT
-    reason = (moved.parent / (name + ".reason")).read_text()
-    assert f"kept the first {LETTER_READ_LIMIT} of {size} bytes" in reason
-    assert not (inbox(root) / name).exists()
-
-
-def test_a_name_set_aside_twice_keeps_both(root: Path) -> None:
-    name = "0000000000001-00000000.json"
-    bad_letter(root, name, b"first")
-    first = Path(mailbox.set_aside(root, ADDRESS, name, "one").path)
-    bad_letter(root, name, b"second")
-    second = Path(mailbox.set_aside(root, ADDRESS, name, "two").path)
-    assert first != second
-    assert first.read_bytes() == b"first"
-    assert second.read_bytes() == b"second"
-    assert [q.reason for q in mailbox.quarantined(root)] == ["one", "two"]
-
-
-def test_past_the_cap_the_oldest_are_evicted_and_named(root: Path) -> None:
-    names = [f"{i:013d}-00000000.json" for i in range(mailbox.QUARANTINE_CAP + 3)]
-    evicted: list[str] = []
-    for name in names:
-        bad_letter(root, name)
-        evicted += mailbox.set_aside(root, ADDRESS, name, f"bad {name}").evicted
-    assert evicted == names[:3]
-    kept = mailbox.quarantined(root)
-    assert [q.name for q in kept] == names[3:]
-    assert len(os.listdir(root / "quarantine" / ADDRESS)) == 2 * mailbox.QUARANTINE_CAP
-
-
-def test_listing_the_quarantine_changes_nothing(root: Path) -> None:
-    bad_letter(root, "0000000000001-00000000.json")
-    mailbox.set_aside(root, ADDRESS, "0000000000001-00000000.json", "not JSON")
-    before = tree_snapshot(root)
-    assert [(q.address, q.reason) for q in mailbox.quarantined(root)] == [(ADDRESS, "not JSON")]
-    assert tree_snapshot(root) == before

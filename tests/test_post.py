@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import os
 import threading
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from tests.helpers import (
     NOW,
     FakeProcessTable,
     FixedClock,
+    Opened,
     deposit,
     make_message,
     make_record,
@@ -363,34 +363,6 @@ def test_one_symlinked_mailbox_does_not_break_listing_or_sending_to_others(
     with pytest.raises(files.UnsafePath):
         post.send(["bob"], "hello", SENDER, caller)
     assert list(elsewhere.iterdir()) == []
-
-
-class Opened:
-    """A recording double in front of the disk: how often the root is opened, each
-    folder listed (a mailbox's listing is its count) and each file read."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.roots = 0
-        self.listed: Counter[str] = Counter()
-        self.read: Counter[str] = Counter()
-        real_open_root, real_names = files.open_root, files.Folder.names
-        real_open_file = files.Folder.open_file
-
-        def open_root(root: files.StrPath) -> files.Folder | None:
-            self.roots += 1
-            return real_open_root(root)
-
-        def names(folder: files.Folder) -> list[str]:
-            self.listed[os.path.basename(folder.path)] += 1
-            return real_names(folder)
-
-        def open_file(folder: files.Folder, name: str) -> files.OpenFile | None:
-            self.read[name] += 1
-            return real_open_file(folder, name)
-
-        monkeypatch.setattr(files, "open_root", open_root)
-        monkeypatch.setattr(files.Folder, "names", names)
-        monkeypatch.setattr(files.Folder, "open_file", open_file)
 
 
 @pytest.mark.parametrize("mailbox_exists", [True, False], ids=["mailbox", "no-mailbox-yet"])

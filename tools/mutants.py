@@ -136,6 +136,7 @@ def tagged(tag: str) -> Scenarios:
 
 HOST_TESTS = "test_host.py"
 MAILBOX_TESTS = "test_mailbox.py"
+QUARANTINE_TESTS = "test_quarantine.py"
 REGISTRY_TESTS = "test_registry.py"
 SET_ASIDE_OUTLINE = scenarios(
     "bad_input.feature", "^a letter with .+ set to .+ is set aside, and the mail behind it flows"
@@ -356,13 +357,17 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "a bad letter is destroyed, not set aside",
         _one(
-            "mailbox.py",
-            "                inbox.rename(name, kept, into=folder)\n",
-            "                inbox.unlink(name)\n",
+            "quarantine.py",
+            "        inbox.rename(name, kept, into=folder)\n",
+            "        inbox.unlink(name)\n",
         ),
         (
             tests(
                 HOST_TESTS, "test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered"
+            ),
+            tests(
+                QUARANTINE_TESTS,
+                "test_a_malformed_letter_is_set_aside_and_later_letters_are_claimed",
             ),
             SET_ASIDE_OUTLINE,
         ),

@@ -23,7 +23,7 @@ from behave import given, then, when
 from behave.runner import Context
 from feature_world import QUOTED, use_regular_expressions
 
-from pipost import cli, mailbox, registry, session
+from pipost import cli, mailbox, quarantine, registry, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, encode, make_id, new_message
@@ -296,10 +296,10 @@ def letter_with_field(context: Context, field_path: str, value: str) -> None:
 @then(f"the hostile file is in quarantine, the reason mentioning {QUOTED}")
 def hostile_in_quarantine(context: Context, text: str) -> None:
     the = hostile(context)
-    reasons = {entry.name: entry.reason for entry in mailbox.quarantined(the.root)}
+    reasons = {entry.name: entry.reason for entry in quarantine.quarantined(the.root)}
     assert the.hostile_name in reasons, f"quarantine holds {sorted(reasons)}"
     assert text in reasons[the.hostile_name], reasons[the.hostile_name]
-    kept = Path(mailbox.quarantine_of(the.root, the.receiver.address)) / the.hostile_name
+    kept = Path(quarantine.quarantine_of(the.root, the.receiver.address)) / the.hostile_name
     assert os.lstat(kept).st_size <= 1 * MiB, "the quarantine keeps no more than a head"
 
 
@@ -333,7 +333,7 @@ def symlink_in_quarantine(context: Context, text: str) -> None:
     hostile_in_quarantine(context, text)
     the = hostile(context)
     assert the.hostile_name is not None
-    kept = Path(mailbox.quarantine_of(the.root, the.receiver.address)) / the.hostile_name
+    kept = Path(quarantine.quarantine_of(the.root, the.receiver.address)) / the.hostile_name
     assert stat.S_ISLNK(os.lstat(kept).st_mode), "the link was replaced by what it points at"
     assert Path(os.readlink(kept)).parent == the.outside
 

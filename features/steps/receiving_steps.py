@@ -27,7 +27,7 @@ from typing import Any
 from behave import given, then, when
 from behave.runner import Context
 
-from pipost import droplog, mailbox, registry, session
+from pipost import droplog, mailbox, quarantine, registry, session
 from pipost.address import address_of
 from pipost.host import POLL_S, Delivery, Host, TranscriptContext
 from pipost.host import Context as HostContext
@@ -647,7 +647,7 @@ def mailbox_empty(context: Context) -> None:
 def damaged_in_quarantine(context: Context) -> None:
     rx = reception(context)
     assert rx.damaged_letter is not None
-    aside = Path(mailbox.quarantine_of(rx.root, rx.address))
+    aside = Path(quarantine.quarantine_of(rx.root, rx.address))
     assert (aside / rx.damaged_letter).read_bytes() == b'{"v": 1, "id": "torn'
     assert (aside / (rx.damaged_letter + ".reason")).read_text().strip()
 

@@ -621,7 +621,9 @@ def cmd_quarantine(args: Sequence[str], ctx: Context) -> int:
     options, _ = _options(args, "quarantine", flags=frozenset({"--json"}), positional_allowed=False)
     root = ctx.post().root
     files.check_root(root)
-    entries = mailbox.quarantined(root)
+    from pipost import quarantine
+
+    entries = quarantine.quarantined(root)
     if "--json" in options:
         from pipost import documents
 

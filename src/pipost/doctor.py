@@ -21,7 +21,7 @@ import shlex
 import stat
 import sys
 
-from pipost import contract, files, format, listeners, mailbox, registry, watch
+from pipost import contract, files, format, listeners, mailbox, quarantine, registry, watch
 from pipost.address import is_address, resume_handle
 from pipost.droplog import LIMIT as DROP_LOG_LIMIT
 from pipost.droplog import LOG_NAME, ROTATED_NAME
@@ -471,10 +471,10 @@ def check_quarantine(facts: Facts) -> list[Finding]:
     found = []
     names = _names(facts)
     for address, count in sorted(facts.quarantined.items()):
-        path = shlex.quote(mailbox.quarantine_of(facts.root, address))
+        path = shlex.quote(quarantine.quarantine_of(facts.root, address))
         fix = f"read them with pi-post quarantine, then remove them: rm -r {path}"
         who = _who(names, address)
-        if count >= mailbox.QUARANTINE_CAP:
+        if count >= quarantine.CAP:
             text = (
                 f"{who} has {count} letters in quarantine, the cap: each new one removes the oldest"
             )
@@ -814,7 +814,7 @@ class _Survey:
         found = self.open(top, "quarantine", "quarantine")
         if found is not None:
             with self.reading(found) as folder:
-                for entry in mailbox.quarantined(os.path.dirname(folder.path)):
+                for entry in quarantine.quarantined_in(folder):
                     self.quarantined[entry.address] = self.quarantined.get(entry.address, 0) + 1
         found = self.open(top, "log", "log")
         if found is not None:

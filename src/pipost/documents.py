@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import os
 
-from pipost import format, mailbox, message
+from pipost import format, message
 from pipost.address import resume_handle
 from pipost.message import Rejected
+from pipost.quarantine import Quarantined, quarantine_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from pipost.doctor import Facts, Finding
     from pipost.droplog import Drop
     from pipost.files import StrPath
-    from pipost.mailbox import Letter, Quarantined
+    from pipost.mailbox import Letter
     from pipost.session import Candidate
 
     Document: TypeAlias = dict[str, Any]
@@ -137,7 +138,7 @@ def quarantine(root: StrPath, entries: Sequence[Quarantined]) -> Document:
                 "name": entry.name,
                 "reason": entry.reason,
                 "since": time(entry.since_ns // 1_000_000),
-                "path": os.path.join(mailbox.quarantine_of(root, entry.address), entry.name),
+                "path": os.path.join(quarantine_of(root, entry.address), entry.name),
             }
             for entry in entries
         ],

@@ -7,8 +7,8 @@ senders race (INV-03, INV-04, INV-08).
 Claim and dispose (receiver): the claimed file stays at its name, locked, until
 the message entered context or was deliberately dropped; only then is it
 unlinked, and the unlink is the receipt (INV-05, INV-06, INV-11). A letter that
-is not a message is set aside into ``quarantine/``, never delivered and never
-destroyed (INV-10).
+is not a message is set aside (quarantine.py) from the folders the claim holds
+open, never delivered and never destroyed (INV-10).
 
 Reading (names, count, peek) changes nothing on disk (INV-16).
 """
@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 
 from pipost import files, format, refusals
-from pipost.address import checked, is_address
+from pipost.address import checked
 from pipost.message import LETTER_READ_LIMIT, SUFFIX, Message, Rejected, encode, parse
 from pipost.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Generator
     from typing import Final
 
     from pipost.files import Folder, StrPath
+    from pipost.quarantine import SetAside
 
 CAP = 50
 """Most messages a mailbox holds queued; the next send to it is refused."""
@@ -108,15 +108,6 @@ def count_in(top: Folder, address: str) -> int:
         return 0
     with folder:
         return len(letters_in(folder))
-
-
-def mailbox_addresses(root: StrPath) -> list[str]:
-    """Addresses that have a mailbox folder."""
-    folder = files.walk(root, "inbox")
-    if folder is None:
-        return []
-    with folder:
-        return sorted(name for name in folder.names() if is_address(name))
 
 
 def deposit(top: Folder, address: str, message: Message, *, durable: bool = True) -> str:
@@ -212,20 +203,23 @@ class Claim:
 
     def __init__(
         self,
-        root: StrPath,
         address: str,
         name: str,
         folder: Folder,
         handle: files.OpenFile | None,
         content: Message | Rejected,
+        top: Folder,
     ) -> None:
-        self.root = root
         self.address = address
         self.name = name
         self.content = content
         self._folder = folder
         """The mailbox folder, owned by the claim: the receipt is an unlink in it."""
         self._handle = handle
+        self._top = top
+        """The root the claim was taken under, owned by the claim (a descriptor of
+        its own, so that it outlives claims()): set_aside() makes the quarantine
+        below it without opening the root again."""
 
     @property
     def path(self) -> str:
@@ -273,9 +267,13 @@ class Claim:
         return self._folder.why_unwritable()
 
     def set_aside(self, reason: str) -> SetAside:
-        """Move the letter to ``quarantine/<address>/`` with its reason beside it."""
+        """Move the letter to ``quarantine/<address>/`` with its reason beside it,
+        from the mailbox folder the claim holds and below the root it was taken
+        under: no path is walked again."""
+        from pipost import quarantine  # here: a send never sets a letter aside
+
         try:
-            return set_aside(self.root, self.address, self.name, reason)
+            return quarantine.set_aside(self._top, self._folder, self.address, self.name, reason)
         finally:
             self.release()
 
@@ -284,175 +282,56 @@ class Claim:
             self._handle.close()
             self._handle = None
         self._folder.close()
+        self._top.close()
 
 
-def _claim_in(root: StrPath, address: str, folder: Folder, name: str) -> Claim | None:
-    own = files.Folder(os.dup(folder.fd), folder.path)
+def _claim_in(top: Folder, folder: Folder, address: str, name: str) -> Claim | None:
     try:
-        handle = own.try_lock(name)
+        handle = folder.try_lock(name)
     except files.UnsafePath as error:
-        return Claim(root, address, name, own, None, Rejected(error.strerror or "unsafe file"))
-    except BaseException:
-        own.close()
-        raise
+        return _claim(top, folder, address, name, None, Rejected(error.strerror or "unsafe file"))
     if handle is None:
-        own.close()
         return None
     try:
         content = parse(handle.read(LETTER_READ_LIMIT), name)
+        return _claim(top, folder, address, name, handle, content)
     except BaseException:
         handle.close()
+        raise
+
+
+def _claim(
+    top: Folder,
+    folder: Folder,
+    address: str,
+    name: str,
+    handle: files.OpenFile | None,
+    content: Message | Rejected,
+) -> Claim:
+    """The claim, with descriptors of its own for the mailbox and the root (dup, not
+    open: nothing is walked again)."""
+    own = files.Folder(os.dup(folder.fd), folder.path)
+    try:
+        root = files.Folder(os.dup(top.fd), top.path)
+    except BaseException:
         own.close()
         raise
-    return Claim(root, address, name, own, handle, content)
+    return Claim(address, name, own, handle, content, root)
 
 
-def claim(root: StrPath, address: str, name: str) -> Claim | None:
-    """Take one letter exclusively; None if another receiver holds it or it is gone."""
-    folder = open_inbox(root, address)
-    if folder is None:
-        return None
-    with folder:
-        return _claim_in(root, address, folder, name)
-
-
-def claims(root: StrPath, address: str) -> Iterator[Claim]:
+def claims(root: StrPath, address: str) -> Generator[Claim, None, None]:
     """Claim the queued letters one at a time, oldest first, skipping what another
-    receiver holds; the folder is opened and listed once. Each claim must be ended
-    before the next is taken."""
-    folder = open_inbox(root, address)
-    if folder is None:
-        return
-    with folder:
-        for name in letters_in(folder):
-            taken = _claim_in(root, address, folder, name)
-            if taken is not None:
-                yield taken
-
-
-def quarantine_of(root: StrPath, address: str) -> str:
-    return os.path.join(root, "quarantine", checked(address))
-
-
-QUARANTINE_CAP = 20
-"""Most letters kept set aside per address; past it the oldest goes, and the
-receiver logs that it went (bounded, but never silently)."""
-
-
-class SetAside(Value):
-    __slots__ = ("path", "evicted")
-    path: Final[str]
-    evicted: Final[tuple[str, ...]]
-    """Older quarantined letters removed to stay within QUARANTINE_CAP."""
-
-    def __init__(self, path: str, evicted: tuple[str, ...]) -> None:
-        self.path = path
-        self.evicted = evicted
-
-
-def set_aside(root: StrPath, address: str, name: str, reason: str) -> SetAside:
-    """Move a bad letter out of the mailbox, keeping it and the reason (INV-10).
-
-    The quarantine is outside ``inbox/`` so that no reader, ours or pi-post 0.7,
-    takes it for mail. A letter too large to be one keeps only its first
-    LETTER_READ_LIMIT bytes there, and the reason says so."""
-    checked(address)
-    with files.make_root(root) as top:
-        inbox = top.walk("inbox", address)
-        if inbox is None:
-            raise FileNotFoundError(errno.ENOENT, "no mailbox", inbox_of(root, address))
-        with inbox, top.make("quarantine", address) as folder:
-            kept = _free_name(folder, name)
-            info = inbox.lstat(name)
-            oversize = stat.S_ISREG(info.st_mode) and info.st_size > LETTER_READ_LIMIT
-            if oversize:
-                reason += f" (kept the first {LETTER_READ_LIMIT} of {info.st_size} bytes)"
-            folder.write_new(kept + REASON_SUFFIX, (reason + "\n").encode("utf-8"))
-            if oversize:
-                head = inbox.read_bounded(name, LETTER_READ_LIMIT) or b""
-                folder.write_new(kept, head[:LETTER_READ_LIMIT])
-                inbox.unlink(name)
-            else:
-                inbox.rename(name, kept, into=folder)
-            folder.flush()
-            inbox.flush()
-            return SetAside(folder.name(kept), _evict_oldest(folder, address))
-
-
-REASON_SUFFIX = ".reason"
-
-
-def _free_name(folder: Folder, name: str) -> str:
-    taken = set(folder.names())
-    candidate, number = name, 0
-    while candidate in taken or candidate + REASON_SUFFIX in taken:
-        number += 1
-        candidate = f"{name}.{number}"
-    return candidate
-
-
-def _evict_oldest(folder: Folder, address: str) -> tuple[str, ...]:
-    entries = _quarantined_in(folder, address)
-    excess = entries[: max(0, len(entries) - QUARANTINE_CAP)]
-    for entry in excess:
-        for doomed in (entry.name, entry.name + REASON_SUFFIX):
-            try:
-                folder.unlink(doomed)
-            except FileNotFoundError:
-                pass
-    if excess:
-        folder.flush()
-    return tuple(entry.name for entry in excess)
-
-
-class Quarantined(Value):
-    __slots__ = ("address", "name", "reason", "since_ns")
-    address: Final[str]
-    name: Final[str]
-    reason: Final[str]
-    since_ns: Final[int]
-
-    def __init__(self, address: str, name: str, reason: str, since_ns: int) -> None:
-        self.address = address
-        self.name = name
-        self.reason = reason
-        self.since_ns = since_ns
-
-
-def _quarantined_in(folder: Folder, address: str) -> list[Quarantined]:
-    entries = []
-    for reason_name in folder.names():
-        if not reason_name.endswith(REASON_SUFFIX):
-            continue
-        try:
-            since = folder.lstat(reason_name).st_mtime_ns
-            raw = folder.read_bounded(reason_name, 4096) or b""
-        except OSError:
-            continue
-        entries.append(
-            Quarantined(
-                address=address,
-                name=reason_name[: -len(REASON_SUFFIX)],
-                reason=raw.decode("utf-8", "replace").strip(),
-                since_ns=since,
-            )
-        )
-    return sorted(entries, key=lambda entry: (entry.since_ns, entry.name))
-
-
-def quarantined(root: StrPath) -> list[Quarantined]:
-    """Every quarantined letter of every address, oldest first per address (no side
-    effects)."""
-    found: list[Quarantined] = []
-    top = files.walk(root, "quarantine")
+    receiver holds; the root is opened once, and the folder opened and listed once.
+    Each claim must be ended before the next is taken."""
+    top = files.open_root(root)
     if top is None:
-        return found
+        return
     with top:
-        for address in sorted(top.names()):
-            if not is_address(address):
-                continue
-            folder = top.child(address)
-            if folder is not None:
-                with folder:
-                    found += _quarantined_in(folder, address)
-    return found
+        folder = inbox_in(top, address)
+        if folder is None:
+            return
+        with folder:
+            for name in letters_in(folder):
+                taken = _claim_in(top, folder, address, name)
+                if taken is not None:
+                    yield taken

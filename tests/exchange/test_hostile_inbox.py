@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import mailbox, registry, session
+from pipost import mailbox, quarantine, registry, session
 from pipost.address import address_of
 from pipost.message import LETTER_READ_LIMIT, Message, Sender, encode, new_message
 from pipost.post import wall_clock_ms
@@ -272,10 +272,10 @@ def check_the_listener(
         assert (entry["body"], entry["from"]["name"]) == laid.good[entry["id"]]
     assert FOLLOWED not in transcript.read_text(encoding="utf-8")
 
-    quarantined = {entry.name: entry.reason for entry in mailbox.quarantined(exchange.root)}
+    quarantined = {entry.name: entry.reason for entry in quarantine.quarantined(exchange.root)}
     assert set(quarantined) == set(laid.bad), quarantined
     assert all(quarantined.values()), "each set aside with its reason"
-    kept = Path(mailbox.quarantine_of(exchange.root, ADDRESS))
+    kept = Path(quarantine.quarantine_of(exchange.root, ADDRESS))
     huge = next(name for name, what in laid.bad.items() if what.startswith("200 MiB"))
     assert os.lstat(kept / huge).st_size <= LETTER_READ_LIMIT, "only the head of it is kept"
     linked = next(name for name, what in laid.bad.items() if what.startswith("symlink"))

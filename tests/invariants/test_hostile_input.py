@@ -33,7 +33,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipost import mailbox, session
+from pipost import quarantine, session
 from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import (
@@ -903,11 +903,12 @@ def test_a_receiver_drains_a_hostile_mailbox(entries: list[InboxEntry]) -> None:
             for delivery in context.deliveries:
                 assert delivery.message == laid.good[delivery.message.file_name]
 
-            set_aside = {entry.name: entry.reason for entry in mailbox.quarantined(root)}
+            set_aside = {entry.name: entry.reason for entry in quarantine.quarantined(root)}
             assert set(set_aside) == laid.bad, "every bad letter is set aside, nothing else"
             assert all(set_aside.values()), "each with its reason"
+            kept = Path(quarantine.quarantine_of(root, RECEIVER_ADDRESS))
             for name in laid.bad:
-                assert os.path.lexists(Path(mailbox.quarantine_of(root, RECEIVER_ADDRESS)) / name)
+                assert os.path.lexists(kept / name)
 
             left = sorted(os.listdir(inbox))
             assert not [name for name in left if is_letter_name(name)], left

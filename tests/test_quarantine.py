@@ -1,0 +1,150 @@
+"""The quarantine on disk: a claimed letter that is not a message is set aside with
+its reason, never delivered and never destroyed, and the quarantine is bounded
+(INV-10); it is reached from the folders the claim holds, never through a symlink
+(INV-22), and listing it changes nothing (INV-16)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pipost import files, mailbox, quarantine
+from pipost.message import LETTER_READ_LIMIT, Message, Rejected
+from tests.helpers import NOW, Opened, deposit, make_message, set_aside, tree_snapshot
+
+ADDRESS = "s-0123456789ab"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "post"
+
+
+def inbox(root: Path) -> Path:
+    return root / "inbox" / ADDRESS
+
+
+def bad_letter(root: Path, name: str, data: bytes = b"{not json") -> None:
+    inbox(root).mkdir(parents=True, exist_ok=True)
+    (inbox(root) / name).write_bytes(data)
+
+
+def test_a_malformed_letter_is_set_aside_and_later_letters_are_claimed(root: Path) -> None:
+    later = [make_message(NOW + i, body=f"letter {i}") for i in range(2)]
+    for message in later:
+        deposit(root, ADDRESS, message, durable=False)
+    bad_name = "0000000000001-deadbeef.json"
+    (inbox(root) / bad_name).write_bytes(b'{"v":2}')
+    delivered: list[Message] = []
+    moved: list[Path] = []
+    for claim in mailbox.claims(root, ADDRESS):
+        if isinstance(claim.content, Rejected):
+            moved.append(Path(claim.set_aside(claim.content.reason).path))
+        else:
+            delivered.append(claim.content)
+            claim.dispose()
+    assert delivered == later
+    kept = root / "quarantine" / ADDRESS
+    assert moved == [kept / bad_name]
+    assert (kept / bad_name).read_bytes() == b'{"v":2}'
+    assert (kept / (bad_name + ".reason")).read_text() == "v is not 1\n"
+    assert mailbox.letter_names(root, ADDRESS) == []
+    assert stat.S_IMODE(os.lstat(root / "quarantine").st_mode) == 0o700
+
+
+def test_setting_aside_opens_the_root_once_and_never_walks_the_mailbox_again(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN §1: the claim holds the root it was taken under and its mailbox folder;
+    the quarantine is made below that root, the letter moved out of that folder."""
+    for name in ("0000000000001-00000000.json", "0000000000002-00000000.json"):
+        bad_letter(root, name)
+    opened = Opened(monkeypatch)
+    for claim in mailbox.claims(root, ADDRESS):
+        assert isinstance(claim.content, Rejected)
+        claim.set_aside(claim.content.reason)
+    assert opened.roots == 1
+    assert opened.entered[str(root / "inbox")] == 1
+    assert opened.entered[str(inbox(root))] == 1
+    assert [entry.name for entry in quarantine.quarantined(root)] == [
+        "0000000000001-00000000.json",
+        "0000000000002-00000000.json",
+    ]
+
+
+def test_a_claim_sets_aside_after_the_claiming_loop_is_gone(root: Path) -> None:
+    """A claim owns what it needs: the state machines take one claim and drop the rest
+    of the loop before deciding."""
+    bad_letter(root, "0000000000001-00000000.json")
+    claim = next(mailbox.claims(root, ADDRESS))  # the generator is collected here
+    moved = claim.set_aside("not JSON")
+    assert Path(moved.path).read_bytes() == b"{not json"
+    assert not (inbox(root) / "0000000000001-00000000.json").exists()
+
+
+def test_a_symlinked_quarantine_is_refused_and_the_letter_stays_queued(
+    root: Path, tmp_path: Path
+) -> None:
+    name = "0000000000001-00000000.json"
+    bad_letter(root, name)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "quarantine").symlink_to(elsewhere)
+    with pytest.raises(files.UnsafePath):
+        set_aside(root, ADDRESS, name, "not JSON")
+    assert list(elsewhere.iterdir()) == []
+    assert (inbox(root) / name).read_bytes() == b"{not json"
+
+
+# -- the quarantine is bounded, and says what it kept ----------------------------------
+
+
+def test_an_oversize_letter_keeps_only_its_head_in_quarantine(root: Path) -> None:
+    name = "0000000000001-00000000.json"
+    size = LETTER_READ_LIMIT * 3
+    bad_letter(root, name, b"x" * size)
+    moved = Path(set_aside(root, ADDRESS, name, "file is too large").path)
+    assert moved.stat().st_size == LETTER_READ_LIMIT
+    reason = (moved.parent / (name + ".reason")).read_text()
+    assert f"kept the first {LETTER_READ_LIMIT} of {size} bytes" in reason
+    assert not (inbox(root) / name).exists()
+
+
+def test_a_name_set_aside_twice_keeps_both(root: Path) -> None:
+    name = "0000000000001-00000000.json"
+    bad_letter(root, name, b"first")
+    first = Path(set_aside(root, ADDRESS, name, "one").path)
+    bad_letter(root, name, b"second")
+    second = Path(set_aside(root, ADDRESS, name, "two").path)
+    assert first != second
+    assert first.read_bytes() == b"first"
+    assert second.read_bytes() == b"second"
+    assert [q.reason for q in quarantine.quarantined(root)] == ["one", "two"]
+
+
+def test_past_the_cap_the_oldest_are_evicted_and_named(root: Path) -> None:
+    names = [f"{i:013d}-00000000.json" for i in range(quarantine.CAP + 3)]
+    evicted: list[str] = []
+    for name in names:
+        bad_letter(root, name)
+        evicted += set_aside(root, ADDRESS, name, f"bad {name}").evicted
+    assert evicted == names[:3]
+    kept = quarantine.quarantined(root)
+    assert [q.name for q in kept] == names[3:]
+    assert len(os.listdir(root / "quarantine" / ADDRESS)) == 2 * quarantine.CAP
+
+
+def test_listing_the_quarantine_changes_nothing(root: Path) -> None:
+    bad_letter(root, "0000000000001-00000000.json")
+    set_aside(root, ADDRESS, "0000000000001-00000000.json", "not JSON")
+    before = tree_snapshot(root)
+    listed = quarantine.quarantined(root)
+    assert [(q.address, q.reason) for q in listed] == [(ADDRESS, "not JSON")]
+    folder = files.walk(root, "quarantine")
+    assert folder is not None
+    with folder:
+        assert quarantine.quarantined_in(folder) == listed  # as the doctor reads it
+    assert tree_snapshot(root) == before
