@@ -125,6 +125,15 @@ def deposit(root: files.StrPath, address: str, message: Message, *, durable: boo
         return mailbox.deposit(top, address, message, durable=durable)
 
 
+def peek(root: files.StrPath, address: str) -> list[mailbox.Letter]:
+    """The letters queued for ``address``, read as ``pi-post peek`` reads them."""
+    top = files.open_root(root)
+    if top is None:
+        return []
+    with top:
+        return mailbox.peek(top, address)
+
+
 def claim_named(root: files.StrPath, address: str, name: str) -> mailbox.Claim | None:
     """The claim of the letter ``name`` as a receiver takes it (mailbox.claims), the
     letters before it left queued; None if another receiver holds it or it is gone."""

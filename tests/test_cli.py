@@ -35,6 +35,7 @@ from tests.helpers import (
     made,
     make_message,
     make_record,
+    peek,
     python_in,
     set_aside,
     tree_snapshot,
@@ -409,7 +410,7 @@ def test_reading_leaves_the_tree_byte_identical(tree: Tree) -> None:
         )
         for address in mailbox_addresses(root):
             mailbox.count(root, address)
-            mailbox.peek(root, address)
+            peek(root, address)
     assert tree_snapshot(root) == before
     assert {o.code for o in outcomes} == {0, 1}  # both answers and refusals were read
     for argv, outcome in zip(commands, outcomes, strict=True):  # and every command ran

@@ -24,6 +24,7 @@ from tests.helpers import (
     deposit,
     make_message,
     make_record,
+    peek,
     tree_snapshot,
     write_record,
 )
@@ -82,7 +83,7 @@ def test_deposit_never_replaces_a_letter_with_the_same_id(root: Path) -> None:
     twin = Message(message.id, message.sender, message.sent_at, "second")
     with pytest.raises(FileExistsError):
         deposit(root, ADDRESS, twin)
-    assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == [message]
+    assert [letter.content for letter in peek(root, ADDRESS)] == [message]
     assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
 
 
@@ -143,7 +144,7 @@ def test_letters_are_read_oldest_first(root: Path) -> None:
         deposit(root, ADDRESS, message, durable=False)
     oldest_first = sorted(sent, key=lambda m: m.sent_at)
     assert mailbox.letter_names(root, ADDRESS) == [m.file_name for m in oldest_first]
-    assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == oldest_first
+    assert [letter.content for letter in peek(root, ADDRESS)] == oldest_first
     claimed = []
     for claim in mailbox.claims(root, ADDRESS):
         claimed.append(claim.content)
@@ -159,7 +160,7 @@ def test_temporary_and_dot_files_are_invisible_to_readers(root: Path) -> None:
     (inbox(root) / f".{hidden.id}.json").write_bytes(encode(hidden))
     assert mailbox.letter_names(root, ADDRESS) == [real.file_name]
     assert mailbox.count(root, ADDRESS) == 1
-    assert [letter.content for letter in mailbox.peek(root, ADDRESS)] == [real]
+    assert [letter.content for letter in peek(root, ADDRESS)] == [real]
     claimed = []
     for claim in mailbox.claims(root, ADDRESS):
         claimed.append(claim.content)
@@ -170,7 +171,7 @@ def test_temporary_and_dot_files_are_invisible_to_readers(root: Path) -> None:
 def test_reading_an_absent_mailbox_creates_nothing(root: Path) -> None:
     assert mailbox.letter_names(root, ADDRESS) == []
     assert mailbox.count(root, ADDRESS) == 0
-    assert mailbox.peek(root, ADDRESS) == []
+    assert peek(root, ADDRESS) == []
     assert list(mailbox.claims(root, ADDRESS)) == []
     assert not root.exists()
 
@@ -179,7 +180,7 @@ def test_peek_reports_a_malformed_letter_without_moving_it(root: Path) -> None:
     fill(root, 1)
     (inbox(root) / "0000000000001-deadbeef.json").write_bytes(b'{"v":1,"id":')
     before = tree_snapshot(root)
-    letters = mailbox.peek(root, ADDRESS)
+    letters = peek(root, ADDRESS)
     assert letters[0].name == "0000000000001-deadbeef.json"
     assert isinstance(letters[0].content, Rejected)
     assert isinstance(letters[1].content, Message)
@@ -232,7 +233,7 @@ def test_a_symlinked_letter_is_refused_not_followed(root: Path, tmp_path: Path) 
     inbox(root).mkdir()
     (inbox(root) / message.file_name).symlink_to(elsewhere)
 
-    peeked = mailbox.peek(root, ADDRESS)
+    peeked = peek(root, ADDRESS)
     assert len(peeked) == 1
     assert isinstance(peeked[0].content, Rejected)
     claims = list(mailbox.claims(root, ADDRESS))
@@ -258,7 +259,7 @@ def test_a_receiver_refuses_a_symlinked_mailbox_and_leaves_its_target_alone(
     with pytest.raises(files.UnsafePath):
         list(mailbox.claims(root, ADDRESS))
     with pytest.raises(files.UnsafePath):
-        mailbox.peek(root, ADDRESS)
+        peek(root, ADDRESS)
     assert (elsewhere / message.file_name).read_bytes() == encode(message)
 
 
@@ -270,7 +271,7 @@ def test_a_fifo_named_like_a_letter_does_not_block(root: Path) -> None:
     outcome: list[object] = []
 
     def read_and_claim() -> None:
-        outcome.append(mailbox.peek(root, ADDRESS))
+        outcome.append(peek(root, ADDRESS))
         outcome.append([claim.content for claim in mailbox.claims(root, ADDRESS)])
 
     reader = threading.Thread(target=read_and_claim)
@@ -417,7 +418,7 @@ def test_racing_sender_processes_never_overfill_a_mailbox(
     names = os.listdir(folder)
     assert sorted(names) == mailbox.letter_names(root, record.address)
     assert len(names) == mailbox.CAP
-    assert all(isinstance(letter.content, Message) for letter in mailbox.peek(root, record.address))
+    assert all(isinstance(letter.content, Message) for letter in peek(root, record.address))
     assert watcher.samples > 0
     assert watcher.most <= mailbox.CAP
     assert watcher.unreadable == []

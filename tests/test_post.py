@@ -33,6 +33,7 @@ from tests.helpers import (
     deposit,
     make_message,
     make_record,
+    peek,
     tree_snapshot,
     write_record,
 )
@@ -282,7 +283,7 @@ def test_a_send_writes_the_message_it_reports(root: Path, offline: Record) -> No
     [receipt] = post_at(root).send(
         [offline.name], "the body", SENDER, caller(), reply_to="s-aaaaaaaaaaaa"
     )
-    [letter] = mailbox.peek(root, offline.address)
+    [letter] = peek(root, offline.address)
     assert isinstance(letter.content, Message)
     assert letter.content.id == receipt.message_id
     assert letter.content.sent_at == NOW
@@ -396,10 +397,13 @@ def test_a_send_to_several_counts_each_mailbox_once(
     assert opened.listed[live.address] == 2
 
 
-def test_resolve_and_peek_of_an_address_read_the_record_once(
+def test_resolve_and_peek_of_an_address_open_the_root_and_read_the_record_once(
     root: Path, offline: Record, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    deposit(root, offline.address, make_message(NOW))
+    """One open of the root for the whole command; the mailbox is listed once (the
+    count resolve shows, the letters peek shows) and each letter read once."""
+    letter = make_message(NOW)
+    deposit(root, offline.address, letter)
     said = io.StringIO()
     ctx = cli.Context(
         environ={"PI_POST_DIR": str(root), "HOME": "/home/dev"},
@@ -411,5 +415,8 @@ def test_resolve_and_peek_of_an_address_read_the_record_once(
     for command in ("resolve", "peek"):
         opened = Opened(monkeypatch)
         assert cli.run([command, offline.address], ctx) == 0
+        assert opened.roots == 1, command
         assert opened.read[f"{offline.address}.json"] == 1, command
+        assert opened.listed[offline.address] == 1, command
+    assert opened.read[letter.file_name] == 1
     assert "1 queued" in said.getvalue()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn, TextIO
 
+    from pipost.post import DiskDirectory
     from pipost.session import Candidate, ProcessTable
 
 USAGE = (
@@ -401,21 +402,23 @@ def cmd_list(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def _lookup(handle: str, ctx: Context) -> tuple[Post, str, Candidate | None]:
+def _lookup(handle: str, ctx: Context, directory: DiskDirectory) -> tuple[str, Candidate | None]:
     """The address a read-only command looks at, with its session where one is
-    registered (its record read once). A bare address is looked at even with no
-    record, as the reference does: looking is not sending."""
-    post = ctx.post()
+    registered (its record read once), in the root ``directory`` has open. A bare
+    address is looked at even with no record, as the reference does: looking is not
+    sending."""
     if is_address(handle):
-        return post, handle, post.by_address(handle)
-    target = post.resolve(handle, os_caller(ctx.working_dir(), dict(ctx.environ)))
-    return post, target.address, target.candidate
+        return handle, directory.by_address(handle)
+    target = directory.resolve(handle, os_caller(ctx.working_dir(), dict(ctx.environ)))
+    return target.address, target.candidate
 
 
 def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
     options, positional = _options(args, "resolve", flags=frozenset({"--json"}))
     handle = _one(positional, "resolve", "target")
-    post, address, candidate = _lookup(handle, ctx)
+    post = ctx.post()
+    with post.directory() as directory:
+        address, candidate = _lookup(handle, ctx, directory)
     queued = mailbox.count(post.root, address) if candidate is None else candidate.queued
     if "--json" in options:
         from pipost import documents
@@ -434,8 +437,10 @@ def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
 def cmd_peek(args: Sequence[str], ctx: Context) -> int:
     options, positional = _options(args, "peek", flags=frozenset({"--json"}))
     handle = _one(positional, "peek", "target")
-    post, address, _ = _lookup(handle, ctx)
-    letters = post.peek(address)
+    # The root opened once: the lookup needs no count, the letters are the count.
+    with ctx.post().directory(count_mailboxes=False) as directory:
+        address, _ = _lookup(handle, ctx, directory)
+        letters = directory.peek(address)
     if "--json" in options:
         from pipost import documents
 

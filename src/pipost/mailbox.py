@@ -185,9 +185,10 @@ def _read_letter(folder: Folder, name: str) -> Letter | None:
     return Letter(name, parse(raw, name))
 
 
-def peek(root: StrPath, address: str) -> list[Letter]:
-    """Every queued letter, oldest first, read but not claimed (INV-16)."""
-    folder = open_inbox(root, address)
+def peek(top: Folder, address: str) -> list[Letter]:
+    """Every letter queued below the open root ``top``, oldest first, read but not
+    claimed (INV-16)."""
+    folder = inbox_in(top, address)
     if folder is None:
         return []
     with folder:

@@ -118,25 +118,26 @@ class Post:
             record=record, presence=presence(record, now, self.processes), queued=queued
         )
 
+    def directory(self, *, count_mailboxes: bool = True) -> DiskDirectory:
+        """The root opened once for one operation's reads (a ``with`` block)."""
+        return DiskDirectory(self, self.clock(), count_mailboxes=count_mailboxes)
+
     def sessions(self) -> list[Candidate]:
-        with DiskDirectory(self, self.clock()) as directory:
+        with self.directory() as directory:
             return list(directory.candidates())
 
     def by_address(self, address: str) -> Candidate | None:
         """The session at ``address``, its record read once; None when it has none."""
-        with DiskDirectory(self, self.clock()) as directory:
+        with self.directory() as directory:
             return directory.by_address(address)
 
     def resolve(self, handle: str, caller: Caller) -> Target:
-        with DiskDirectory(self, self.clock()) as directory:
-            outcome = resolve(handle, directory, caller)
-        if isinstance(outcome, Refusal):
-            raise Refused(outcome)
-        return outcome
+        with self.directory() as directory:
+            return directory.resolve(handle, caller)
 
     def peek(self, address: str) -> list[mailbox.Letter]:
-        files.check_root(self.root)
-        return mailbox.peek(self.root, address)
+        with self.directory() as directory:
+            return directory.peek(address)
 
     # -- sending ------------------------------------------------------------------
 
@@ -248,6 +249,16 @@ class DiskDirectory:
             return None
         queued = _queued_in_root(self.top, address) if self.count_mailboxes else 0
         return self.post._candidate(record, self.now, queued)
+
+    def resolve(self, handle: str, caller: Caller) -> Target:
+        outcome = resolve(handle, self, caller)
+        if isinstance(outcome, Refusal):
+            raise Refused(outcome)
+        return outcome
+
+    def peek(self, address: str) -> list[mailbox.Letter]:
+        """Every letter queued for ``address``, read but not claimed (INV-16)."""
+        return [] if self.top is None else mailbox.peek(self.top, address)
 
     def candidates(self) -> Sequence[Candidate]:
         if self._all is None:

@@ -105,7 +105,7 @@ def letters(folder: Path) -> dict[str, bytes]:
 def queued_bodies(root: Path) -> list[str]:
     return [
         letter.content.body if isinstance(letter.content, Message) else letter.content.reason
-        for letter in mailbox.peek(root, ADDRESS)
+        for letter in helpers.peek(root, ADDRESS)
     ]
 
 
