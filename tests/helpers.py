@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import files, mailbox, registry
+from pipost import droplog, files, mailbox, registry
 from pipost.address import address_of, default_name
 from pipost.message import Message, Sender, new_message
 from pipost.quarantine import SetAside
@@ -152,7 +152,16 @@ def set_aside(root: files.StrPath, address: str, name: str, reason: str) -> SetA
     """Set the queued letter ``name`` aside as a receiver does: claimed, then moved."""
     claim = claim_named(root, address, name)
     assert claim is not None, f"no letter {name} to claim for {address}"
-    return claim.set_aside(reason)
+    try:
+        return claim.set_aside(reason)
+    finally:
+        claim.release()
+
+
+def log_drop(root: files.StrPath, drop: droplog.Drop) -> None:
+    """One line of the drop log, written as a receiver writes it (below the open root)."""
+    with files.make_root(root) as top:
+        droplog.record(top, drop)
 
 
 class Opened:

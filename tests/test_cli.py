@@ -32,6 +32,7 @@ from tests.helpers import (
     FixedClock,
     deposit,
     give_to_unprivileged,
+    log_drop,
     made,
     make_message,
     make_record,
@@ -556,7 +557,7 @@ def test_design_lists_every_command_pipost_adds() -> None:
 def test_an_empty_drop_log_says_so(tmp_path: Path) -> None:
     root = tmp_path / "post"
     assert run(["log"], root) == Ran(0, "the drop log is empty\n", "")
-    droplog.record(root, droplog.Drop(NOW, address_of("x"), "a.json", "process:x", "duplicate"))
+    log_drop(root, droplog.Drop(NOW, address_of("x"), "a.json", "process:x", "duplicate"))
     shown = run(["log"], root).stdout
     assert shown == f"2026-11-30T22:42:14.257Z {address_of('x')} a.json from process:x: duplicate\n"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipost import droplog
-from tests.helpers import NOW
+from tests.helpers import NOW, log_drop
 
 ADDRESS = "s-0123456789ab"
 
@@ -34,13 +34,13 @@ def log_files(root: Path) -> list[str]:
 def test_what_is_recorded_reads_back_oldest_first(tmp_path: Path) -> None:
     written = [drop(n) for n in range(3)]
     for entry in written:
-        droplog.record(tmp_path, entry)
+        log_drop(tmp_path, entry)
 
     assert list(droplog.read(tmp_path)) == written
 
 
 def test_the_log_is_private_to_its_owner(tmp_path: Path) -> None:
-    droplog.record(tmp_path, drop(0))
+    log_drop(tmp_path, drop(0))
     assert stat.S_IMODE(Path(droplog.log_path(tmp_path)).stat().st_mode) == 0o600
 
 
@@ -49,17 +49,17 @@ def test_reading_an_absent_log_finds_nothing(tmp_path: Path) -> None:
 
 
 def test_a_line_that_is_not_a_drop_is_skipped_and_the_rest_still_read(tmp_path: Path) -> None:
-    droplog.record(tmp_path, drop(0))
+    log_drop(tmp_path, drop(0))
     with Path(droplog.log_path(tmp_path)).open("a") as log:
         log.write('{"torn": \n')
-    droplog.record(tmp_path, drop(1))
+    log_drop(tmp_path, drop(1))
 
     assert list(droplog.read(tmp_path)) == [drop(0), drop(1)]
 
 
 def test_a_very_long_sender_name_does_not_cost_the_reason(tmp_path: Path) -> None:
     # Names come from letters, which a hostile sender writes.
-    droplog.record(tmp_path, drop(0, sender="x" * 20_000))
+    log_drop(tmp_path, drop(0, sender="x" * 20_000))
 
     (read,) = droplog.read(tmp_path)
     assert read.reason == drop(0).reason
@@ -76,7 +76,7 @@ def test_rotation_keeps_two_files_and_never_loses_the_newest_lines(
     written: list[droplog.Drop] = []
     for n in range(60):
         written.append(drop(n))
-        droplog.record(tmp_path, written[-1])
+        log_drop(tmp_path, written[-1])
 
         assert set(log_files(tmp_path)) <= {"drops.jsonl", "drops.jsonl.1"}
         for name in log_files(tmp_path):
@@ -94,7 +94,7 @@ def test_concurrent_writers_lose_no_line_below_the_limit(tmp_path: Path) -> None
 
     def write(writer: int) -> None:
         for n in range(each):
-            droplog.record(tmp_path, drop(n, address=f"s-{writer:012x}"))
+            log_drop(tmp_path, drop(n, address=f"s-{writer:012x}"))
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     for thread in threads:
@@ -121,7 +121,7 @@ def test_concurrent_writers_across_rotations_leave_only_whole_lines(
 
     def write(writer: int) -> None:
         for n in range(30):
-            droplog.record(tmp_path, drop(n, address=f"s-{writer:012x}"))
+            log_drop(tmp_path, drop(n, address=f"s-{writer:012x}"))
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
     for thread in threads:

@@ -34,6 +34,7 @@ from tests.helpers import (
     NOW,
     FakeProcessTable,
     FixedClock,
+    Opened,
     entered_count,
     process_gone,
     tree_snapshot,
@@ -172,10 +173,10 @@ def watch_drop_log(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     letter_was_on_disk: list[bool] = []
     real_record = droplog.record
 
-    def record(root: Path, drop: droplog.Drop) -> None:
-        letter = Path(mailbox.inbox_of(root, drop.address)) / drop.letter
+    def record(top: files.Folder, drop: droplog.Drop) -> None:
+        letter = Path(mailbox.inbox_of(top.path, drop.address)) / drop.letter
         letter_was_on_disk.append(letter.exists())
-        real_record(root, drop)
+        real_record(top, drop)
 
     monkeypatch.setattr(droplog, "record", record)
     return letter_was_on_disk
@@ -1427,3 +1428,24 @@ def test_a_closed_stream_does_not_take_the_message() -> None:
     stream = io.StringIO()
     stream.close()
     assert not StreamContext(stream).enter(_delivery())
+
+
+def test_a_drain_that_drops_or_sets_aside_letters_opens_the_root_once(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN §1: each drop and each set-aside is logged below the root the drain
+    opened (the claim holds it), not through a fresh open of the root per letter."""
+    receiver = hosts(post, Recording(), inbound=Inbound.REFUSE)
+    receiver.start()
+    for n in range(3):
+        deposit(root, f"refused {n}", NOW + n)
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
+    for n in range(2):
+        (inbox / f"{NOW + 10 + n:013d}-0badc0de.json").write_bytes(b"{not json")
+    opened = Opened(monkeypatch)
+
+    outcomes = receiver.drain()
+
+    assert [outcome.action for outcome in outcomes] == [Action.DROP] * 3 + [Action.SET_ASIDE] * 2
+    assert opened.roots == 1  # before: 1 + one per letter logged
+    assert len(drops(root)) == 5

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from pipost import cli, doctor, droplog, schemas
+from pipost import cli, doctor, schemas
 from pipost.address import address_of
 from pipost.droplog import Drop
 from pipost.message import Sender, new_message
@@ -22,6 +22,7 @@ from tests.helpers import (
     NOW,
     FakeProcessTable,
     deposit,
+    log_drop,
     make_message,
     make_record,
     python_in,
@@ -219,7 +220,7 @@ def test_log_gives_every_drop_and_an_empty_log_is_an_empty_list(tmp_path: Path) 
     root = tmp_path / "post"
     assert run_json(["log"], root)["drops"] == []
     drop = Drop(NOW, address_of("x"), "1796078534257-00000000.json", "process:a", "duplicate")
-    droplog.record(root, drop)
+    log_drop(root, drop)
     (shown,) = run_json(["log"], root)["drops"]
     assert shown == {
         "at": {"ms": NOW, "iso": "2026-11-30T22:42:14.257Z"},

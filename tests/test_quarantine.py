@@ -43,6 +43,7 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_claimed(root: Pat
     for claim in mailbox.claims(root, ADDRESS):
         if isinstance(claim.content, Rejected):
             moved.append(Path(claim.set_aside(claim.content.reason).path))
+            claim.release()
         else:
             delivered.append(claim.content)
             claim.dispose()
@@ -66,6 +67,7 @@ def test_setting_aside_opens_the_root_once_and_never_walks_the_mailbox_again(
     for claim in mailbox.claims(root, ADDRESS):
         assert isinstance(claim.content, Rejected)
         claim.set_aside(claim.content.reason)
+        claim.release()
     assert opened.roots == 1
     assert opened.entered[str(root / "inbox")] == 1
     assert opened.entered[str(inbox(root))] == 1
@@ -81,6 +83,7 @@ def test_a_claim_sets_aside_after_the_claiming_loop_is_gone(root: Path) -> None:
     bad_letter(root, "0000000000001-00000000.json")
     claim = next(mailbox.claims(root, ADDRESS))  # the generator is collected here
     moved = claim.set_aside("not JSON")
+    claim.release()
     assert Path(moved.path).read_bytes() == b"{not json"
     assert not (inbox(root) / "0000000000001-00000000.json").exists()
 

@@ -391,7 +391,7 @@ FAULTS: tuple[Fault, ...] = (
         "a drop that is not logged",
         _one(
             "host.py",
-            "                self._log(claim.name, message.sender.key, reason)\n",
+            "                self._log(claim, message.sender.key, reason)\n",
             "",
         ),
         (

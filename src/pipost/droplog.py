@@ -3,7 +3,8 @@
 a reason that starts ``kept:``, a letter it left queued because it could not have
 removed it after entry (its mailbox folder cannot be written): kept, not dropped.
 
-Append-only JSON lines at ``log/drops.jsonl`` under the root, shared by every
+Append-only JSON lines at ``log/drops.jsonl`` under the root (written below the
+root a receiver's drain already holds open), shared by every
 session on the machine, kept small by rotation: past LIMIT bytes the file moves
 to ``drops.jsonl.1`` (replacing the previous one) under a lock, so the log holds
 at most twice LIMIT bytes.
@@ -55,11 +56,12 @@ def log_path(root: StrPath) -> str:
     return os.path.join(root, "log", LOG_NAME)
 
 
-def record(root: StrPath, drop: Drop) -> None:
-    """Append one line, flushed; rotate first when the file is past LIMIT."""
+def record(top: files.Folder, drop: Drop) -> None:
+    """Append one line, flushed, below the open root ``top``; rotate first when the
+    file is past LIMIT."""
     fields = {k: v[:_FIELD_LIMIT] if isinstance(v, str) else v for k, v in drop.to_json().items()}
     data = (json.dumps(fields, ensure_ascii=False) + "\n").encode("utf-8", "replace")
-    with files.make(root, "log") as folder:
+    with top.make("log") as folder:
         while True:
             fd = folder.open_append(LOG_NAME)
             try:

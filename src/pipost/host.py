@@ -389,9 +389,9 @@ class Host:
             return Outcome(claim.name, Action.LEFT, "taken by another receiver", message_id)
         obstacle = claim.why_undisposable()
         if obstacle is not None:
-            claim.release()
             where = f"inbox/{self.address} is {obstacle}"
-            self._cannot_take(claim, where)
+            self._cannot_take(claim, where)  # logged below the root the claim holds
+            claim.release()
             return Outcome(claim.name, Action.KEPT, where, message_id)
         self._told.discard(_MAILBOX)
         now = self.post.clock()
@@ -403,7 +403,7 @@ class Host:
                 reason = set_aside(self.post, claim, reason)
             elif action is Action.DROP:
                 assert message is not None and reason is not None  # decide() says why
-                self._log(claim.name, message.sender.key, reason)
+                self._log(claim, message.sender.key, reason)
             elif action in ENTERS:
                 assert message is not None  # only a message enters
                 return self._enter(claim, message, ENTERS[action], now)
@@ -466,7 +466,7 @@ class Host:
         self.say(f"cannot take mail: {where}; its letters stay queued until then")
         sender = claim.content.sender.key if isinstance(claim.content, Message) else "?"
         with contextlib.suppress(OSError):
-            self._log(claim.name, sender, f"kept: {where}; the letter stays queued")
+            self._log(claim, sender, f"kept: {where}; the letter stays queued")
 
     def _receipt(self, claim: mailbox.Claim) -> None:
         """The unlink of a letter whose fate is decided; one that fails keeps its
@@ -482,8 +482,8 @@ class Host:
         self._retries[claim.name] = _Retry(time.monotonic() + delay, delay)
         return delay
 
-    def _log(self, letter: str, sender: str, reason: str) -> None:
-        log(self.post, self.address, letter, sender, reason)
+    def _log(self, claim: mailbox.Claim, sender: str, reason: str) -> None:
+        log(self.post, claim, claim.name, sender, reason)
 
 
 def set_aside(post: Post, claim: mailbox.Claim, reason: str) -> str:
@@ -493,21 +493,22 @@ def set_aside(post: Post, claim: mailbox.Claim, reason: str) -> str:
     go for it is logged too. Ends the claim; returns the reason logged."""
     logged = f"malformed: {reason}"
     try:
-        log(post, claim.address, claim.name, "?", logged)
+        log(post, claim, claim.name, "?", logged)
         moved = claim.set_aside(reason)
+        for name in moved.evicted:
+            log(post, claim, name, "?", "removed from the full quarantine (oldest first)")
     finally:
         claim.release()
-    for name in moved.evicted:
-        log(post, claim.address, name, "?", "removed from the full quarantine (oldest first)")
     return logged
 
 
-def log(post: Post, address: str, letter: str, sender: str, reason: str) -> None:
-    """One line of the drop log, at the post office's time."""
+def log(post: Post, claim: mailbox.Claim, letter: str, sender: str, reason: str) -> None:
+    """One line of the drop log, at the post office's time, below the root the claim
+    was taken under: a drain that drops N letters opens the root once, not 1 + N."""
     drop = droplog.Drop(
-        at=post.clock(), address=address, letter=letter, sender=sender, reason=reason
+        at=post.clock(), address=claim.address, letter=letter, sender=sender, reason=reason
     )
-    droplog.record(post.root, drop)
+    droplog.record(claim.root, drop)
 
 
 # -- contexts -------------------------------------------------------------------------

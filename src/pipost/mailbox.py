@@ -200,7 +200,7 @@ class Claim:
     """A letter held exclusively by one receiver, still at its name on disk.
 
     Exactly one of dispose() (entered context, or dropped on purpose), set_aside()
-    (not a message) or release() (leave it queued) ends it."""
+    then release() (not a message) or release() (leave it queued) ends it."""
 
     def __init__(
         self,
@@ -221,6 +221,12 @@ class Claim:
         """The root the claim was taken under, owned by the claim (a descriptor of
         its own, so that it outlives claims()): set_aside() makes the quarantine
         below it without opening the root again."""
+
+    @property
+    def root(self) -> Folder:
+        """The root the claim was taken under, open until the claim ends: what the
+        receiver writes beside the mailbox (the drop log) goes below it."""
+        return self._top
 
     @property
     def path(self) -> str:
@@ -270,13 +276,11 @@ class Claim:
     def set_aside(self, reason: str) -> SetAside:
         """Move the letter to ``quarantine/<address>/`` with its reason beside it,
         from the mailbox folder the claim holds and below the root it was taken
-        under: no path is walked again."""
+        under: no path is walked again. The claim stays open (so that what the
+        move evicted is logged below the same root) until release()."""
         from pipost import quarantine  # here: a send never sets a letter aside
 
-        try:
-            return quarantine.set_aside(self._top, self._folder, self.address, self.name, reason)
-        finally:
-            self.release()
+        return quarantine.set_aside(self._top, self._folder, self.address, self.name, reason)
 
     def release(self) -> None:
         if self._handle is not None:
