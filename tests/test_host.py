@@ -1449,3 +1449,21 @@ def test_a_drain_that_drops_or_sets_aside_letters_opens_the_root_once(
     assert [outcome.action for outcome in outcomes] == [Action.DROP] * 3 + [Action.SET_ASIDE] * 2
     assert opened.roots == 1  # before: 1 + one per letter logged
     assert len(drops(root)) == 5
+
+
+@pytest.mark.parametrize("registered", [True, False])
+def test_the_driver_reads_a_record_with_the_root_opened_once(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registered: bool
+) -> None:
+    """op_record reads the record and counts the mailbox below one open root (DESIGN
+    §1; before: once for the record, once more for the count)."""
+    driver = InProcessDriver(root, home=str(tmp_path), now=NOW)
+    if registered:
+        driver.op_register(SESSION, str(tmp_path))
+    deposit(root, "queued", NOW)
+    opened = Opened(monkeypatch)
+    session = driver.op_record(ADDRESS)
+    assert opened.roots == 1
+    assert opened.listed[ADDRESS] == 1
+    assert session["queued"] == 1
+    assert (session["record"] is not None) is registered

@@ -194,18 +194,18 @@ class InProcessDriver:
             pid=pid,
             pid_start=self.processes.start_token(pid),
         )
-        return self._session(self.post.candidate(record, self.now))
+        return self._session(self._candidate(record))
 
     def op_heartbeat(self, session_id: str) -> Result:
         """The session refreshes its record. Result: a session; refused without a record."""
         record = registry.heartbeat(self.root, self._record_of(session_id), self.now)
-        return self._session(self.post.candidate(record, self.now))
+        return self._session(self._candidate(record))
 
     def op_shutdown(self, session_id: str) -> Result:
         """The session ends: its record loses the pid and stays (INV-14). Result: a
         session; refused without a record. The process itself is left to process_stop."""
         record = registry.mark_offline(self.root, self._record_of(session_id), self.now)
-        return self._session(self.post.candidate(record, self.now))
+        return self._session(self._candidate(record))
 
     # -- sending ------------------------------------------------------------------------
 
@@ -273,11 +273,13 @@ class InProcessDriver:
     def op_record(self, address: str) -> Result:
         """The record of ``address`` read as it is. Result: a session, ``record`` None
         when there is none or it is unreadable; refused for a malformed address."""
-        record = registry.read(self.root, _address(address))
-        if record is None:
-            queued = mailbox.count(self.root, address)
-            return {"address": address, "record": None, "presence": None, "queued": queued}
-        return self._session(self.post.candidate(record, self.now))
+        address = _address(address)
+        with self.post.directory() as directory:  # the root opened once
+            found = directory.by_address(address)
+            if found is not None:
+                return self._session(found)
+            queued = 0 if directory.top is None else mailbox.count_in(directory.top, address)
+        return {"address": address, "record": None, "presence": None, "queued": queued}
 
     def op_peek(self, address: str) -> Result:
         """The queued letters of ``address``, oldest first, read and left in place.
@@ -409,6 +411,12 @@ class InProcessDriver:
 
     def _caller(self, cwd: str, home: str | None) -> Caller:
         return Caller(cwd=cwd, home=home or self.home, canonical=os.path.realpath)
+
+    def _candidate(self, record: Record) -> Candidate:
+        """The session of a record just written or read, its mailbox counted below
+        the root the directory opens (the one place a candidate is made)."""
+        with self.post.directory() as directory:
+            return directory.candidate(record)
 
     def _session(self, candidate: Candidate) -> Result:
         return {

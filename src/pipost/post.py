@@ -100,19 +100,6 @@ class Post:
 
     # -- reading (no side effects: INV-16) ----------------------------------------
 
-    def candidate(self, record: Record, now: int) -> Candidate:
-        return self._candidate(record, now, self._queued(record.address))
-
-    def _queued(self, address: str) -> int:
-        try:
-            top = files.open_root(self.root)
-        except files.UnsafePath:  # refused by whatever would read or write it
-            return 0
-        if top is None:
-            return 0
-        with top:
-            return _queued_in_root(top, address)
-
     def _candidate(self, record: Record, now: int, queued: int) -> Candidate:
         return Candidate(
             record=record, presence=presence(record, now, self.processes), queued=queued
@@ -247,7 +234,14 @@ class DiskDirectory:
         record = registry.read_in(self.top, address)
         if record is None:
             return None
-        queued = _queued_in_root(self.top, address) if self.count_mailboxes else 0
+        return self.candidate(record)
+
+    def candidate(self, record: Record) -> Candidate:
+        """The session of ``record`` (one already read), its mailbox counted below
+        the open root unless ``count_mailboxes`` is off."""
+        queued = 0
+        if self.count_mailboxes and self.top is not None:
+            queued = _queued_in_root(self.top, record.address)
         return self.post._candidate(record, self.now, queued)
 
     def resolve(self, handle: str, caller: Caller) -> Target:
