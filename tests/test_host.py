@@ -26,7 +26,7 @@ from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptCo
 from pipost.message import Message, Sender, new_message, to_json
 from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
-from pipost.reception import Action, Outcome
+from pipost.reception import RECEIPTED, Action, Outcome
 from pipost.registry import OsProcessTable
 from pipost.session import Presence
 from tests import helpers
@@ -101,10 +101,6 @@ class Raises:
     def enter(self, delivery: Delivery) -> bool:
         self.attempts += 1
         raise RuntimeError("the context broke")
-
-
-class Crash(BaseException):
-    """Stands for the receiving process dying: nothing after it runs."""
 
 
 class SteppedTime:
@@ -545,30 +541,24 @@ def test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_anothe
     assert context.ids == [message.id] and beside.ids == []
 
 
-def _crash_after_entry(
-    monkeypatch: pytest.MonkeyPatch, receiver: Host, entries_so_far: Callable[[], int]
-) -> None:
-    """Let ``receiver`` enter a letter, then die before the unlink (the receipt)."""
-    with monkeypatch.context() as patch:
-
-        def die(claim: mailbox.Claim) -> bool:
-            claim.release()  # the kernel drops a dead process's locks:
-            if receiver._listening is not None:  # its claim, and its place as a listener
-                receiver._listening.close()
-            raise Crash
-
-        patch.setattr(mailbox.Claim, "dispose_or_hold", die)
-        with pytest.raises(Crash):
-            receiver.start()
+def _crash_after_entry(root: Path, receiver: Host, entries_so_far: Callable[[], int]) -> None:
+    """Let ``receiver`` enter the queued letter, then die before the unlink (the
+    receipt): Host.take leaves the claim held at the letter's name, and the kernel
+    drops a dead process's locks."""
+    [name] = queued(root)
+    claim = helpers.claim_named(root, ADDRESS, name)
+    assert claim is not None
+    assert receiver.take(claim, at_startup=True).action in RECEIPTED
+    claim.release()
     assert entries_so_far() == 1
 
 
 def test_a_context_with_a_ledger_is_not_entered_again_after_a_crash(
-    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+    root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
     context = Recording(ledger=True)
     message = deposit(root, "exactly once", NOW)
-    _crash_after_entry(monkeypatch, hosts(post, context), lambda: len(context.ids))
+    _crash_after_entry(root, hosts(post, context), lambda: len(context.ids))
     assert queued(root) == [message.file_name]
 
     restarted = hosts(post, context)
@@ -584,14 +574,11 @@ def test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once(
     tmp_path: Path,
     post: Post,
     hosts: Callable[..., Host],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = tmp_path / "transcript.jsonl"
     message = deposit(root, "exactly once", NOW)
     transcript = TranscriptContext(path)
-    _crash_after_entry(
-        monkeypatch, hosts(post, transcript), lambda: len(path.read_text().splitlines())
-    )
+    _crash_after_entry(root, hosts(post, transcript), lambda: len(path.read_text().splitlines()))
     transcript.close()
 
     reopened = TranscriptContext(path)
@@ -606,11 +593,11 @@ def test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once(
 
 
 def test_without_a_ledger_the_crash_window_costs_exactly_one_duplicate(
-    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+    root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
     context = Recording(ledger=False)
     message = deposit(root, "at least once", NOW)
-    _crash_after_entry(monkeypatch, hosts(post, context), lambda: len(context.ids))
+    _crash_after_entry(root, hosts(post, context), lambda: len(context.ids))
 
     hosts(post, context).start()
 
