@@ -163,21 +163,6 @@ def drops(root: Path) -> list[droplog.Drop]:
     return list(droplog.read(root))
 
 
-@pytest.fixture
-def watch_drop_log(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """For every drop recorded: whether its letter was still on disk at that moment."""
-    letter_was_on_disk: list[bool] = []
-    real_record = droplog.record
-
-    def record(top: files.Folder, drop: droplog.Drop) -> None:
-        letter = Path(mailbox.inbox_of(top.path, drop.address)) / drop.letter
-        letter_was_on_disk.append(letter.exists())
-        real_record(top, drop)
-
-    monkeypatch.setattr(droplog, "record", record)
-    return letter_was_on_disk
-
-
 def serving(receiver: Host) -> threading.Thread:
     thread = threading.Thread(target=receiver.serve, daemon=True)
     thread.start()
@@ -256,39 +241,41 @@ def test_a_raising_context_never_loses_mail(
     assert queued(root) == []
 
 
-def _assert_dropped_and_logged(
-    root: Path, letter_was_on_disk: list[bool], message: Message, reason_starts: str
+def _dropped_before_the_unlink(
+    root: Path, receiver: Host, message: Message, reason_starts: str
 ) -> None:
-    assert message.file_name not in queued(root)
+    """Host.take drops the letter, logged, and leaves it at its name for the receipt
+    drain() does next: the drop is logged before the unlink (INV-05), without the
+    body."""
+    claim = helpers.claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None
+    assert receiver.take(claim).action is Action.DROP
     logged = [d for d in drops(root) if d.letter == message.file_name]
+    assert message.file_name in queued(root), "logged while the letter is still queued"
+    claim.dispose()  # the receipt
     assert len(logged) == 1
     assert logged[0].reason.startswith(reason_starts)
     assert logged[0].sender == message.sender.key
     assert logged[0].address == ADDRESS
-    assert letter_was_on_disk and all(letter_was_on_disk)
     assert message.body.encode() not in Path(droplog.log_path(root)).read_bytes()
 
 
 def test_a_refused_letter_is_logged_without_its_body_before_the_unlink(
-    root: Path, post: Post, hosts: Callable[..., Host], watch_drop_log: list[bool]
+    root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
     context = Recording()
     receiver = hosts(post, context, inbound=Inbound.REFUSE)
+    receiver.start()
     message = deposit(root, "secret-body-7f3a refused", NOW)
 
-    receiver.start()
+    _dropped_before_the_unlink(root, receiver, message, "refused")
 
     assert context.ids == []
     assert receiver.stats.dropped == 1
-    _assert_dropped_and_logged(root, watch_drop_log, message, "refused")
 
 
 def test_a_duplicate_is_logged_without_its_body_before_the_unlink(
-    root: Path,
-    post: Post,
-    clock: FixedClock,
-    hosts: Callable[..., Host],
-    watch_drop_log: list[bool],
+    root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host]
 ) -> None:
     context = Recording()
     receiver = hosts(post, context)
@@ -297,23 +284,24 @@ def test_a_duplicate_is_logged_without_its_body_before_the_unlink(
     receiver.drain()
     clock.now += 2 * SECOND_MS
     echo = deposit(root, "secret-body-91c2 echo", clock.now)
-    receiver.drain()
+
+    _dropped_before_the_unlink(root, receiver, echo, "duplicate")
 
     assert context.ids == [first.id]
-    _assert_dropped_and_logged(root, watch_drop_log, echo, "duplicate")
 
 
 def test_a_letter_over_the_rate_is_logged_without_its_body_before_the_unlink(
-    root: Path, post: Post, hosts: Callable[..., Host], watch_drop_log: list[bool]
+    root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
     context = Recording()
     receiver = hosts(post, context)
-    letters = [deposit(root, f"secret-body-b0d4 number {n}", NOW + n) for n in range(9)]
-
+    letters = [deposit(root, f"secret-body-b0d4 number {n}", NOW + n) for n in range(8)]
     receiver.start()
+    over = deposit(root, "secret-body-b0d4 number 8", NOW + 8)
 
-    assert context.ids == [m.id for m in letters[:8]]
-    _assert_dropped_and_logged(root, watch_drop_log, letters[8], "rate")
+    _dropped_before_the_unlink(root, receiver, over, "rate")
+
+    assert context.ids == [m.id for m in letters]
 
 
 def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
