@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from behave.matchers import use_step_matcher
 from behave.runner import Context
@@ -28,6 +29,27 @@ QUOTED = r'"([^"]*)"'
 """A quoted step argument; the quotes keep two arguments from running together."""
 QUOTED_LIST = r'((?:"[^"]*")(?:(?:, | and )"[^"]*")*)'
 """``"a"``, ``"a" and "b"``, ``"a", "b" and "c"``."""
+
+StepFunction = TypeVar("StepFunction", bound=Callable[..., None])
+
+
+def checks(*invariants: str) -> Callable[[StepFunction], StepFunction]:
+    """Name the invariants an assertion step checks (SPEC 11): a failed assertion
+    of the step counts against these rows of the matrix, and no other.
+
+    Put it under the step decorator, so that the step registered is the marked one::
+
+        @then("the send is refused")
+        @checks("INV-08")
+        def refused(context): ...
+    """
+
+    def mark(step: StepFunction) -> StepFunction:
+        step.invariants = invariants  # type: ignore[attr-defined]
+        return step
+
+    return mark
+
 
 _DURATION_UNITS = {
     "ms": 1,
