@@ -68,6 +68,10 @@ class TransportError(DriverError):
     protocol says: it exited, hung, or wrote something that is not a response."""
 
 
+class CallTimedOut(TransportError):
+    """The implementation did not answer a call within the transport's timeout."""
+
+
 class Driver(Protocol):
     def call(self, op: str, **args: Json) -> Result:
         """Run operation ``op``; raises DriverError only for a misuse of the interface."""
@@ -606,7 +610,7 @@ class SubprocessDriver:
             while b"\n" not in self._buffer:
                 left = deadline - time.monotonic()
                 if left <= 0 or not selector.select(left):
-                    raise TransportError(f"{op}: no answer within {self.timeout_s:g} s")
+                    raise CallTimedOut(f"{op}: no answer within {self.timeout_s:g} s")
                 chunk = os.read(process.stdout.fileno(), 65536)
                 if not chunk:
                     raise TransportError(self._gone(f"{op}: the implementation closed its output"))

@@ -14,6 +14,7 @@ import pytest
 
 from pipost.driver import (
     DEFAULT_NOW,
+    CallTimedOut,
     DriverError,
     InProcessDriver,
     Json,
@@ -196,6 +197,15 @@ def test_an_answer_outside_the_protocol_is_a_transport_error(
     driver = SubprocessDriver(fake(behaviour), timeout_s=0.5)
     try:
         with pytest.raises(TransportError, match=error):
+            driver.open(tmp_path, home=str(tmp_path))
+    finally:
+        driver.close()
+
+
+def test_a_call_left_unanswered_times_out_as_such(tmp_path: Path) -> None:
+    driver = SubprocessDriver(fake("pass"), timeout_s=0.5)
+    try:
+        with pytest.raises(CallTimedOut):
             driver.open(tmp_path, home=str(tmp_path))
     finally:
         driver.close()
