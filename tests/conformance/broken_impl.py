@@ -7,9 +7,11 @@ them and names the invariant each breaks.
 oversize-body   a send writes a body over the 32 KiB cap instead of refusing it (INV-09)
 unlink-first    the receiving session unlinks each letter before its text enters the
                 context, so a context that fails loses it (INV-05)
+count-errors    ``count`` is offered but answers an error, as a shim that crashes in it
+                would: the scenarios calling it end in an error, which fails no row
 
-With no --fault, both are on. --lacks leaves an operation out of the capabilities
-(and refuses it), as a port that has not written it yet would.
+With no --fault, oversize-body and unlink-first are on. --lacks leaves an operation
+out of the capabilities (and refuses it), as a port that has not written it yet would.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from pipost.driver import DriverError, InProcessDriver, Json, RecordingContext, 
 from pipost.message import Sender
 from pipost.resolve import Caller
 
-FAULTS = ("oversize-body", "unlink-first")
+FAULTS = ("oversize-body", "unlink-first", "count-errors")
+DEFAULT_FAULTS = ("oversize-body", "unlink-first")
 
 
 class BrokenDriver(InProcessDriver):
@@ -38,6 +41,8 @@ class BrokenDriver(InProcessDriver):
     def call(self, op: str, **args: Json) -> Result:
         if op in self.lacks:
             raise DriverError(f"unknown operation {op!r} (see capabilities)")
+        if op == "count" and "count-errors" in self.faults:
+            raise DriverError("count: the toy crashed counting")
         return super().call(op, **args)
 
     def op_capabilities(self) -> Result:
@@ -99,7 +104,7 @@ def main() -> None:
     parser.add_argument("--fault", action="append", choices=FAULTS)
     parser.add_argument("--lacks", action="append", default=[])
     args = parser.parse_args()
-    faults, lacks = frozenset(args.fault or FAULTS), frozenset(args.lacks)
+    faults, lacks = frozenset(args.fault or DEFAULT_FAULTS), frozenset(args.lacks)
 
     def opener(root: Path, home: str, now: int) -> BrokenDriver:
         return BrokenDriver(root, home=home, now=now, faults=faults, lacks=lacks)
