@@ -28,7 +28,8 @@ NODE_TIMEOUT_S = 30
 
 
 def node_example() -> str:
-    (code,) = re.findall(r"```js\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    blocks: list[str] = re.findall(r"```js\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    (code,) = blocks
     return code
 
 
