@@ -58,6 +58,7 @@ from pipost.driver import (
     Json,
     Result,
     SubprocessDriver,
+    TransportError,
 )
 
 STEPS = Path(__file__).parent / "steps"
@@ -420,8 +421,11 @@ def before_step(context: Context, step: Step) -> None:
 def after_scenario(context: Context, scenario: Scenario) -> None:
     implementation: Implementation = context.implementation
     ending = stopped(context, scenario, implementation)
-    if implementation.external is not None and ending and ending["outcome"] == "timeout":
-        # An answer may still come: the next scenario starts the implementation afresh.
+    if implementation.external is not None and any(
+        isinstance(step.exception, TransportError) for step in scenario.all_steps
+    ):
+        # An answer may still come, or the stream is out of step with the requests:
+        # the next scenario starts the implementation afresh.
         implementation.external.close()
     if context.verdicts is None:
         return
