@@ -152,7 +152,7 @@ def list_feature(feature: Any) -> list[tuple[Any, Listed]]:
         listed = Listed(
             id=scenario_id(str(feature.filename), name, row if in_outline else None),
             name=str(item.name).strip(),
-            location=_relative(f"{item.location.filename}:{item.location.line}"),
+            location=f"{_relative(str(item.location.filename))}:{item.location.line}",
             tags=tuple(sorted(set(effective))),
             tier=tier,
             tier_defect=defect,
@@ -162,12 +162,10 @@ def list_feature(feature: Any) -> list[tuple[Any, Listed]]:
     return found
 
 
-def _relative(location: str) -> str:
-    path = Path(location)
-    try:
-        return str(path.resolve().relative_to(REPO)) if path.is_absolute() else location
-    except ValueError:
-        return location
+def _relative(file_name: str) -> str:
+    """A feature file's name below the repository, as the reports show it."""
+    path = Path(file_name).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else file_name
 
 
 def listed_scenarios(features: Sequence[str], name: str | None) -> list[Listed]:
