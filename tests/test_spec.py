@@ -14,6 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from pipost import (
+    droplog,
+    files,
+    host,
+    mailbox,
+    message,
+    policy,
+    post,
+    quarantine,
+    resolve,
+    session,
+)
+from pipost.driver import DEFAULT_NOW
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 SCANNED = (
@@ -187,6 +201,48 @@ def test_every_invariant_of_the_specification_says_its_tier() -> None:
     assert [invariant for invariant, _ in rows] == INVARIANTS
     untiered = [invariant for invariant, tier in rows if not tier.startswith("MUST")]
     assert untiered == []
+
+
+# -- the figures are the code's --------------------------------------------------------
+
+
+def _ms_as_seconds(ms: int) -> str:
+    return f"{ms // 1000} s"
+
+
+FIGURES = [
+    ("mailbox cap", f"at **{mailbox.CAP}** or more"),
+    ("body cap", f"at most **{message.BODY_CAP} bytes**"),
+    ("letter read bound", f"the bound is {message.LETTER_READ_LIMIT} bytes"),
+    ("record read bound", f"(*pipost:* {session.RECORD_READ_LIMIT} bytes)"),
+    ("targets per send", f"at most **{resolve.MAX_TARGETS}** targets"),
+    ("heartbeat", f"every **{_ms_as_seconds(session.HEARTBEAT_MS)}**"),
+    ("live window", f"now − lastSeen ≤ {session.LIVE_WINDOW_MS}"),
+    ("receipt wait", f"within **{post.RECEIPT_WAIT_S:g} s**"),
+    ("poll", f"every **{host.POLL_S:g} s**"),
+    ("retry", f"after {host.RETRY_FIRST_S:g} s, doubling up to {host.RETRY_MAX_S:g} s"),
+    ("duplicate window", f"**less than {_ms_as_seconds(policy.DUPLICATE_WINDOW_MS)}**"),
+    (
+        "rate cap",
+        f"**{policy.RATE_LIMIT}** messages entered in the last "
+        f"**{_ms_as_seconds(policy.RATE_WINDOW_MS)}**",
+    ),
+    ("rate window", f"entered less than {policy.RATE_WINDOW_MS} ms ago"),
+    ("sweep age", f"now − lastSeen > {session.SWEEP_AFTER_MS}"),
+    ("stale temporaries", f"more than {session.TEMPORARY_STALE_MS // 3_600_000} hours"),
+    ("quarantine cap", f"at most {quarantine.CAP} letters per address"),
+    ("drop log size", f"past {droplog.LIMIT // (1 << 20)} MiB"),
+    ("folder mode", f"MUST be made {files.DIR_MODE:04o}"),
+    ("file mode", f"every file {files.FILE_MODE:04o}"),
+    ("driver clock", f"(default {DEFAULT_NOW})"),
+]
+"""Each figure SPEC.md states, as the phrase that states it, made from the value
+the code uses: a change of either side fails here."""
+
+
+@pytest.mark.parametrize(("what", "phrase"), FIGURES, ids=[what for what, _ in FIGURES])
+def test_the_specification_states_the_figure_the_code_uses(what: str, phrase: str) -> None:
+    assert phrase in " ".join(SPEC.split())
 
 
 # -- every reference resolves ------------------------------------------------------------
