@@ -53,14 +53,19 @@ SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__"})
 NOT_REFERENCES = {
     # Spelled in two pieces, or this very line would be one.
     ("tests/test_mutants_table.py", "INV-" + "99"): "a tag no scenario has, on purpose",
+    ("tests/invariants/test_machine_verdicts.py", "INV-" + "8"): "an id spelled wrong, on purpose",
 }
 """Invariant ids that are written on purpose to name nothing."""
 
 _NUMBER = r"\d+(?:\.\d+)?"
-_NUMBERS = rf"§?\s*{_NUMBER}(?:(?:\s*[,/]\s*|\s+and\s+)§?\s*{_NUMBER})*"
+_NUMBERS = rf"§?[ \t]*{_NUMBER}(?:(?:\s*[,/]\s*|\s+and\s+)§?[ \t]*{_NUMBER})*"
 # "SPEC 3, 6", "SPEC 1.3 and 4", "SPEC §8", "SPEC.md §11"; "DESIGN §1/§4", and either
 # broken across lines.
-_CITATION = re.compile(rf"\b(SPEC|DESIGN)(?:\.md)?(?:\s+|\s*(?=§))({_NUMBERS})")
+# Between the page and its number: blanks, or one line break (in a comment, its
+# marker too), never a blank line: "DESIGN.md" as a heading is no citation of what
+# follows it.
+_GAP = r"(?:[ \t]+|[ \t]*\n[ \t]*(?:#[ \t]*)?)"
+_CITATION = re.compile(rf"\b(SPEC|DESIGN)(?:\.md)?(?:{_GAP}|(?=§))({_NUMBERS})")
 _OWN_SECTION = re.compile(rf"(?<![\w.])§\s*({_NUMBER})")
 _DESIGN_SECTION = re.compile(rf"\b[Ss]ections?\s+({_NUMBER}(?:(?:\s*,\s*|\s+and\s+){_NUMBER})*)")
 _INVARIANT = re.compile(r"\bINV-(\d+)\b")
@@ -281,6 +286,8 @@ S, D = "SPEC", "DESIGN"
         (f"{S} §8, {S}.md §11.2", [(1, S, "8"), (1, S, "11.2")]),
         (f"{D} §1/§4: one open", [(1, D, "1"), (1, D, "4")]),
         (f"{S}.md and {D}.md hold no number", []),
+        (f"(# {S}\n# 4)", [(1, S, "4")]),
+        (f"## {D}.md\n\n15. a list item", []),
     ],
 )
 def test_a_citation_is_found_in_each_spelling(
