@@ -53,6 +53,7 @@ use_regular_expressions()
 
 RUN_TIMEOUT_S = 30.0
 LETTER_ID = r"[0-9]{13}-[0-9a-f]{8}"
+RECEIPT = re.compile(rf"(queued|delivered) (s-[0-9a-f]{{12}}) ({LETTER_ID})")
 _PLACEHOLDER = re.compile(r"\{scratch\}|\{([\w-]+)\.address\}")
 UNSAFE_ON_A_TERMINAL = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
@@ -294,7 +295,7 @@ def session_of_this_process(context: Context, label: str, session_id: str, cwd: 
     "but silent for (\\d+) seconds"
 )
 def session_silent(context: Context, label: str, session_id: str, cwd: str, seconds: str) -> None:
-    running = {"pid": os.getpid()}
+    running: dict[str, object] = {"pid": os.getpid()}
     _write_record(context, label, session_id, cwd, label, running, unseen_ms=int(seconds) * 1000)
 
 
@@ -653,9 +654,6 @@ def mailbox_takes_it(context: Context, label: str) -> None:
 @checks("INV-09")
 def body_taken(context: Context, label: str) -> None:
     _one_letter_to(context, label)
-
-
-RECEIPT = re.compile(rf"(queued|delivered) (s-[0-9a-f]{{12}}) ({LETTER_ID})")
 
 
 # -- presence --------------------------------------------------------------------------------
@@ -1055,6 +1053,6 @@ def inner_folder_symlink(context: Context, which: str) -> None:
 def mailbox_symlink(context: Context, label: str) -> None:
     me = shell(context)
     real = me.scratch / f"mailbox-of-{label}-elsewhere"
-    real.mkdir(mode=0o700)
-    me.mailbox(label).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    me.mailbox(label).mkdir(mode=0o700, parents=True, exist_ok=True)
+    me.mailbox(label).rename(real)
     me.mailbox(label).symlink_to(real, target_is_directory=True)
