@@ -823,6 +823,47 @@ def test_peek_shows_a_hostile_body_on_one_legible_line(tmp_path: Path) -> None:
     )
 
 
+def test_list_resolve_and_refusals_show_a_hostile_record_spelled_out(tmp_path: Path) -> None:
+    """pipost's rendering of a record whose name, cwd and session id hold controls
+    and bidi characters: each spelled out, the layout of each line kept."""
+    root = tmp_path / "post"
+    record = make_record(
+        "sess\x1b[2J\u200f-id",
+        "/home/dev/\x1b]0;owned\x07\tdir",
+        name="mal\u202elory\r\x9b",
+        last_seen=NOW - 61_000,
+    )
+    write_record(root, record)
+    name, cwd, session = (
+        "mal\\u202elory\\x0d\\x9b",
+        "/home/dev/\\x1b]0;owned\\x07\\x09dir",
+        ("sess\\x1b[2J\\u200f-id"),
+    )
+    assert record.address == "s-6c4858319b31"
+    listed = run(["list"], root)
+    assert (listed.code, listed.stderr) == (0, "")
+    assert listed.stdout == (
+        f"{name} — s-6c4858319b31 (offline 1m ago) {cwd} [pi --session {session}]\n"
+    )
+    resolved = run(["resolve", record.address], root)
+    assert (resolved.code, resolved.stderr) == (0, "")
+    assert resolved.stdout == (
+        f"name:     {name}\n"
+        "address:  s-6c4858319b31\n"
+        f"session:  {session}\n"
+        "presence: offline\n"
+        f"cwd:      {cwd}\n"
+        f"resume:   cd '{cwd}' && pi --session '{session}'\n"
+    )
+    refused = run(["resolve", "nobody"], root)
+    assert (refused.code, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        'pi-post: "nobody" is not an address, a session id, a directory with a registered '
+        "session, or a known session name\n"
+        f"reachable sessions:\n  {name} (s-6c4858319b31) — {cwd}\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
