@@ -68,7 +68,7 @@ def terminal(text: str) -> str:
     line feeds between them kept. The command line writes everything it prints
     through this, so no text it did not escape field by field reaches the terminal
     raw either (an option it did not know, a path in an error)."""
-    if text.isprintable():
+    if text.replace("\n", "").isprintable():  # the common case, in two passes of C
         return text
     return "\n".join(visible(line) for line in text.split("\n"))
 
