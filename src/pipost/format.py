@@ -5,7 +5,9 @@ The frame is an interface: the receiving model reads it, so its text is pinned b
 golden tests. It cannot be forged from inside a body: every line of the body is
 quoted with ``│ ``, and only the frame's own lines start with ``[pi-post]``
 (INV-19). Names, cwds and bodies pass through :func:`visible` wherever they reach
-a terminal or a context, so escape sequences never arrive raw.
+a terminal or a context, so escape sequences never arrive raw, and the command line
+writes every line it prints through :func:`terminal`, the same rule once more at
+the door (DESIGN §9).
 
 Pure: times and presence are handed in.
 """
