@@ -156,7 +156,7 @@ def test_pipost_in_process_passes_the_selection(in_process: Report) -> None:
     assert in_process.code == 0, in_process.output
     assert set(in_process.outcomes().values()) == {"pass"}
     rows = {row["id"] for row in in_process.report["invariants"] if row["result"] == "pass"}
-    assert rows == {"INV-05", "INV-07", "INV-09", "INV-12", "INV-13"}
+    assert rows == {"INV-05", "INV-07", "INV-08", "INV-09", "INV-12", "INV-13"}
     assert in_process.report["implementation"]["name"] == "pipost"
 
 
@@ -171,8 +171,9 @@ def test_pipost_through_pi_post_driver_gives_the_same_verdicts(
 def test_a_broken_implementation_fails_the_rows_of_what_it_breaks_and_nothing_else(
     tmp_path: Path, in_process: Report
 ) -> None:
-    """The toy breaks INV-05 (unlink-first) and INV-09 (oversize-body), and has no
-    ``resolve``: the scenarios that need it are unsupported, with the reason."""
+    """The toy breaks INV-05 (unlink-first) and INV-09 (oversize-body, which also
+    writes what a refused send must not: INV-08), and has no ``resolve``: the
+    scenarios that need it are unsupported, with the reason."""
     broken = run(tmp_path, "--impl", f"{BROKEN} --lacks resolve", *SELECTION)
     assert broken.code == 1, broken.output
     changed = {
@@ -189,10 +190,12 @@ def test_a_broken_implementation_fails_the_rows_of_what_it_breaks_and_nothing_el
         "delivery/a-context-that-fails-keeps-the-letter-queued-and-a-retry-delivers-it": {
             "INV-05": "fail"
         },
-        **{f"{body_cap}@{row}": {"INV-09": "fail"} for row in (1, 2, 3)},
-        "resolution/a-session-is-found-by-its-name": {"INV-13": "unsupported"},
+        # The send that should have been refused wrote a letter: "nothing was written"
+        # checks INV-08 (a refused send writes nothing).
+        **{f"{body_cap}@{row}": {"INV-08": "fail", "INV-09": "fail"} for row in (1, 2, 3)},
+        "resolution/a-session-is-found-by-its-kind@2": {"INV-13": "unsupported"},
     }
-    unsupported = broken.scenario("resolution/a-session-is-found-by-its-name")
+    unsupported = broken.scenario("resolution/a-session-is-found-by-its-kind@2")
     assert unsupported["error"] == "the implementation does not offer: resolve"
 
 
@@ -207,7 +210,7 @@ def test_each_fault_alone_fails_only_its_own_rows(
         for inv, result in results.items()
         if result != "pass"
     }
-    assert failed == {"unlink-first": {"INV-05"}, "oversize-body": {"INV-09"}}[fault]
+    assert failed == {"unlink-first": {"INV-05"}, "oversize-body": {"INV-08", "INV-09"}}[fault]
 
 
 def test_an_error_answer_is_an_error_of_the_scenario_not_a_failure(tmp_path: Path) -> None:
