@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.invariants.driving import missing_operations
+
 EXAMPLES: Counter[str] = Counter()
 STEPS: Counter[str] = Counter()
 
@@ -42,3 +44,15 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+@pytest.fixture(autouse=True)
+def offered_operations(request: pytest.FixtureRequest) -> None:
+    """A machine that calls an operation the implementation does not offer skips
+    itself, naming the operations (read from ``capabilities`` once per test)."""
+    needed = getattr(request.module, "DRIVER_OPS", None)
+    if needed is None:
+        return
+    missing = missing_operations(needed)
+    if missing:
+        pytest.skip("the implementation does not offer: " + ", ".join(missing))

@@ -1,0 +1,66 @@
+"""How a state machine reaches the implementation it judges: through the driver
+(SPEC 11) only — pipost in this process by default, or the command a conformance
+run names in PIPOST_IMPL (docs/conformance.md) — and the files on disk.
+
+A machine module lists the operations it calls in ``DRIVER_OPS``; the conftest
+reads the implementation's ``capabilities`` once per test and skips the test,
+naming what is missing, when one of them is not offered.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from pipost.driver import Driver, Json, Result, open_driver
+from tests.invariants.verdict import SetupFailed
+
+SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+"""Where each example's world goes: a memory filesystem where there is one, as
+every file a deposit or a record writes is flushed (fsync), which on a disk costs
+milliseconds. What reaches the disk is test_power_loss.py's subject, not theirs."""
+
+
+def new_driver(base: Path) -> Driver:
+    """A driver over a fresh world at ``base/post``, ``~`` meaning ``base``."""
+    return open_driver(base / "post", home=str(base), command=os.environ.get("PIPOST_IMPL"))
+
+
+def missing_operations(needed: Iterable[str]) -> list[str]:
+    """The operations of ``needed`` the implementation's capabilities leave out."""
+    base = Path(tempfile.mkdtemp(prefix="pipost-capabilities-", dir=SCRATCH)).resolve()
+    try:
+        offered = new_driver(base).call("capabilities").get("ops")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if not isinstance(offered, list):
+        raise SetupFailed(f"capabilities answered no list of ops: {offered!r}")
+    return [op for op in needed if op not in offered]
+
+
+def setup(result: Result, what: str) -> Result:
+    """The result of an operation the machine needs to build its world (set the
+    clock, start a process, register): a refusal or a failure there is an error of
+    the run, not a verdict."""
+    if "refused" in result or "failed" in result:
+        raise SetupFailed(f"{what}: {result}")
+    return result
+
+
+def integer(value: Json, what: str) -> int:
+    """A field of a result that must be an integer for the machine to go on."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SetupFailed(f"{what} is not an integer: {value!r}")
+    return value
+
+
+def refusal_code(result: Result) -> str | None:
+    """The code of a refusal (``{"refused": {"code", "text", …}}``), None if the
+    result is not a refusal or its reason carries no code."""
+    reason = result.get("refused")
+    if isinstance(reason, dict) and isinstance(reason.get("code"), str):
+        return str(reason["code"])
+    return None
