@@ -16,11 +16,15 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from pipost import driver
+from pipost import driver, host, policy
 from pipost.driver import InProcessDriver, Json
 from pipost.post import Refused
 from pipost.session import SWEEP_AFTER_MS
-from tests.invariants import test_registry_machine, test_resolution_properties
+from tests.invariants import (
+    test_loops_machine,
+    test_registry_machine,
+    test_resolution_properties,
+)
 from tests.invariants.verdict import SetupFailed, check, violated
 
 SEARCH = settings(
@@ -172,6 +176,28 @@ def test_a_fault_of_resolve_is_not_held_against_a_send(monkeypatch: pytest.Monke
     monkeypatch.delenv("PIPOST_IMPL", raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", PrefixesRefused)
     assert failures_of(RESOLUTION.test_a_send_is_atomic_and_capped) == []
+
+
+class NoLoopGuard(InProcessDriver):
+    """Its receiving sessions admit every message: no rate, no duplicate window."""
+
+    def _receiver(self, session_id: str) -> tuple[host.Host, driver.RecordingContext]:
+        receiver, context = super()._receiver(session_id)
+        receiver._guard = AdmitsAll()
+        return receiver, context
+
+
+class AdmitsAll(policy.LoopGuard):
+    def judge(self, sender: str, body: str, now: int) -> policy.Verdict:
+        return policy.DELIVER
+
+
+def test_the_loops_machine_fails_inv_18_without_a_loop_guard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.setattr(driver, "InProcessDriver", NoLoopGuard)
+    assert_fails_only(test_loops_machine.LoopsMachine, "INV-18")
 
 
 # -- the helpers ------------------------------------------------------------------------------
