@@ -9,6 +9,8 @@ These test the kit on pipost; they are not a check of a port."""
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections.abc import Callable, Iterator
 
@@ -16,12 +18,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from pipost import driver, host, policy
-from pipost.driver import InProcessDriver, Json
+from pipost import driver, host, mailbox, message, policy
+from pipost.driver import DEFAULT_NOW, InProcessDriver, Json
 from pipost.post import Refused
 from pipost.session import SWEEP_AFTER_MS
+from tests.conformance.broken_impl import BrokenDriver
 from tests.invariants import (
     test_loops_machine,
+    test_mailbox_machine,
     test_registry_machine,
     test_resolution_properties,
 )
@@ -198,6 +202,74 @@ def test_the_loops_machine_fails_inv_18_without_a_loop_guard(
     monkeypatch.delenv("PIPOST_IMPL", raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", NoLoopGuard)
     assert_fails_only(test_loops_machine.LoopsMachine, "INV-18")
+
+
+class NewestFirst(InProcessDriver):
+    """take gives the newest letter rather than the oldest (INV-07)."""
+
+    def op_take(self, address: str) -> dict[str, Json]:
+        claims = list(mailbox.claims(self.root, address))
+        if not claims:
+            return {"message": None, "set_aside": []}
+        *older, newest = claims
+        for claim in older:
+            claim.release()
+        newest.dispose()
+        assert isinstance(newest.content, message.Message)
+        return {"message": message.to_json(newest.content), "set_aside": []}
+
+
+class TakeLeavesTheLetter(InProcessDriver):
+    """take gives the oldest message and leaves its letter queued (INV-06)."""
+
+    def op_take(self, address: str) -> dict[str, Json]:
+        for claim in mailbox.claims(self.root, address):
+            claim.release()
+            assert isinstance(claim.content, message.Message)
+            return {"message": message.to_json(claim.content), "set_aside": []}
+        return {"message": None, "set_aside": []}
+
+
+class PeekTouches(InProcessDriver):
+    """peek marks the mailbox folder as read by touching it (INV-16)."""
+
+    def op_peek(self, address: str) -> dict[str, Json]:
+        letters = super().op_peek(address)
+        inbox = mailbox.inbox_of(self.root, address)
+        if os.path.isdir(inbox):
+            os.utime(inbox, ns=(1, 1))
+        return letters
+
+
+UNLINK_FIRST = functools.partial(
+    BrokenDriver, now=DEFAULT_NOW, faults=frozenset({"unlink-first"}), lacks=frozenset()
+)
+
+
+@pytest.mark.parametrize(
+    ("faulty", "invariant"),
+    [
+        (UNLINK_FIRST, "INV-05"),
+        (NewestFirst, "INV-07"),
+        (TakeLeavesTheLetter, "INV-06"),
+        (PeekTouches, "INV-16"),
+    ],
+    ids=["unlink first", "newest first", "take leaves the letter", "peek touches"],
+)
+def test_the_mailbox_machine_fails_only_the_invariant_a_fault_breaks(
+    monkeypatch: pytest.MonkeyPatch, faulty: type[InProcessDriver], invariant: str
+) -> None:
+    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.setattr(driver, "InProcessDriver", faulty)
+    assert_fails_only(test_mailbox_machine.MailboxMachine, invariant)
+
+
+def test_the_mailbox_machine_fails_inv_08_when_the_cap_is_51(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.setattr(mailbox, "CAP", mailbox.CAP + 1)
+    assert_fails_only(test_mailbox_machine.MailboxMachine, "INV-08")
 
 
 # -- the helpers ------------------------------------------------------------------------------
