@@ -24,6 +24,7 @@ from pipost.post import Refused
 from pipost.session import SWEEP_AFTER_MS
 from tests.conformance.broken_impl import BrokenDriver
 from tests.invariants import (
+    test_hostile_input,
     test_loops_machine,
     test_mailbox_machine,
     test_registry_machine,
@@ -270,6 +271,20 @@ def test_the_mailbox_machine_fails_inv_08_when_the_cap_is_51(
     monkeypatch.delenv("PIPOST_IMPL", raising=False)
     monkeypatch.setattr(mailbox, "CAP", mailbox.CAP + 1)
     assert_fails_only(test_mailbox_machine.MailboxMachine, "INV-08")
+
+
+def leaves_it_in_place(post: object, claim: mailbox.Claim, reason: str) -> str:
+    """A set-aside that only lets go of the letter: it stays in the mailbox."""
+    claim.release()
+    return reason
+
+
+def test_the_hostile_mailbox_fails_inv_10_when_bad_letters_stay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.setattr(host, "set_aside", leaves_it_in_place)
+    assert_fails_only(test_hostile_input.test_a_receiver_drains_a_hostile_mailbox, "INV-10")
 
 
 # -- the helpers ------------------------------------------------------------------------------
