@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.invariants.driving import missing_operations
+from tests.invariants.driving import missing_operations, operations_of
 
 EXAMPLES: Counter[str] = Counter()
 STEPS: Counter[str] = Counter()
@@ -50,7 +50,7 @@ settings.register_profile(
 def offered_operations(request: pytest.FixtureRequest) -> None:
     """A machine that calls an operation the implementation does not offer skips
     itself, naming the operations (read from ``capabilities`` once per test)."""
-    needed = getattr(request.module, "DRIVER_OPS", None)
+    needed = operations_of(request.module.__doc__)
     if needed is None:
         return
     missing = missing_operations(needed)

@@ -2,9 +2,10 @@
 (SPEC 11) only — pipost in this process by default, or the command a conformance
 run names in PIPOST_IMPL (docs/conformance.md) — and the files on disk.
 
-A machine module lists the operations it calls in ``DRIVER_OPS``; the conftest
-reads the implementation's ``capabilities`` once per test and skips the test,
-naming what is missing, when one of them is not offered.
+A machine module's docstring says which invariants it states, its tier
+(``Tier: must`` or ``Tier: should``) and, in a line ``Operations: a, b, c.``, the
+operations it calls; the conftest reads the implementation's ``capabilities`` once
+per test and skips the test, naming what is missing, when one is not offered.
 """
 
 from __future__ import annotations
@@ -24,9 +25,24 @@ every file a deposit or a record writes is flushed (fsync), which on a disk cost
 milliseconds. What reaches the disk is test_power_loss.py's subject, not theirs."""
 
 
+IMPLEMENTATION = "PIPOST_IMPL"
+"""The variable a conformance run sets to the command of the implementation. The
+runner counts a module of tests/invariants as a port check when it names it."""
+
+
 def new_driver(base: Path) -> Driver:
     """A driver over a fresh world at ``base/post``, ``~`` meaning ``base``."""
-    return open_driver(base / "post", home=str(base), command=os.environ.get("PIPOST_IMPL"))
+    return open_driver(base / "post", home=str(base), command=os.environ.get(IMPLEMENTATION))
+
+
+def operations_of(docstring: str | None) -> list[str] | None:
+    """The operations a module's docstring says it calls (``Operations: a, b.``,
+    up to the end of its paragraph); None when it names none."""
+    _, found, rest = (docstring or "").partition("\nOperations:")
+    if not found:
+        return None
+    paragraph = rest.split("\n\n", 1)[0]
+    return [op.strip() for op in paragraph.replace("\n", " ").rstrip(". ").split(",")]
 
 
 def missing_operations(needed: Iterable[str]) -> list[str]:

@@ -2,6 +2,7 @@
 total", SPEC 10): INV-03, INV-09, INV-10, INV-13, INV-16, INV-21, INV-22.
 
 Tier: must
+Operations: parse, list, resolve, register, deliver, send.
 
 - ``parse`` never fails, whatever the bytes: it answers a message or a rejection,
   and what it accepts has every path-bearing field in its grammar, its body within
@@ -67,8 +68,6 @@ from tests.invariants.hostile import (
     valid_letters,
 )
 from tests.invariants.verdict import SetupFailed, check
-
-DRIVER_OPS = ("parse", "list", "resolve", "register", "deliver", "send")
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Loops terminate structurally (SPEC 6): INV-18, and INV-08 on the way.
 
 Tier: must
+Operations: set_clock, advance_clock, register, send, deliver, count.
 
 Two or three receiving sessions answer every message they get, as a model that
 cannot help replying would: with an identical echo, with a changing counter, or
@@ -41,7 +42,6 @@ from tests.invariants.verdict import SetupFailed, check
 
 MACHINE = "reply loops"
 
-DRIVER_OPS = ("set_clock", "advance_clock", "register", "send", "deliver", "count")
 
 SECOND_MS = 1000
 RATE_LIMIT = 8

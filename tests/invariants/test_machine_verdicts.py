@@ -12,7 +12,10 @@ from __future__ import annotations
 import functools
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -30,7 +33,10 @@ from tests.invariants import (
     test_registry_machine,
     test_resolution_properties,
 )
+from tests.invariants.driving import IMPLEMENTATION, missing_operations, operations_of
 from tests.invariants.verdict import SetupFailed, check, violated
+
+REPO = Path(__file__).resolve().parents[2]
 
 SEARCH = settings(
     max_examples=100,
@@ -117,7 +123,7 @@ class SweepsTooEarly(InProcessDriver):
 def test_the_registry_machine_fails_only_the_invariant_a_fault_breaks(
     monkeypatch: pytest.MonkeyPatch, faulty: type[InProcessDriver], invariant: str
 ) -> None:
-    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", faulty)
     assert_fails_only(test_registry_machine.RegistryMachine, invariant)
 
@@ -171,14 +177,14 @@ def test_the_resolution_properties_fail_only_the_invariant_a_fault_breaks(
     invariant: str,
     prop: Callable[[], None],
 ) -> None:
-    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", faulty)
     assert_fails_only(prop, invariant)
 
 
 def test_a_fault_of_resolve_is_not_held_against_a_send(monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch is judged by SPEC 4, not by what the implementation's resolve said."""
-    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", PrefixesRefused)
     assert failures_of(RESOLUTION.test_a_send_is_atomic_and_capped) == []
 
@@ -200,7 +206,7 @@ class AdmitsAll(policy.LoopGuard):
 def test_the_loops_machine_fails_inv_18_without_a_loop_guard(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", NoLoopGuard)
     assert_fails_only(test_loops_machine.LoopsMachine, "INV-18")
 
@@ -260,7 +266,7 @@ UNLINK_FIRST = functools.partial(
 def test_the_mailbox_machine_fails_only_the_invariant_a_fault_breaks(
     monkeypatch: pytest.MonkeyPatch, faulty: type[InProcessDriver], invariant: str
 ) -> None:
-    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", faulty)
     assert_fails_only(test_mailbox_machine.MailboxMachine, invariant)
 
@@ -268,7 +274,7 @@ def test_the_mailbox_machine_fails_only_the_invariant_a_fault_breaks(
 def test_the_mailbox_machine_fails_inv_08_when_the_cap_is_51(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(mailbox, "CAP", mailbox.CAP + 1)
     assert_fails_only(test_mailbox_machine.MailboxMachine, "INV-08")
 
@@ -282,7 +288,7 @@ def leaves_it_in_place(post: object, claim: mailbox.Claim, reason: str) -> str:
 def test_the_hostile_mailbox_fails_inv_10_when_bad_letters_stay(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("PIPOST_IMPL", raising=False)
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(host, "set_aside", leaves_it_in_place)
     assert_fails_only(test_hostile_input.test_a_receiver_drains_a_hostile_mailbox, "INV-10")
 
@@ -310,3 +316,81 @@ def test_an_id_that_is_not_one_is_a_mistake_even_when_the_check_holds(wrong: str
 
 def test_a_setup_failure_is_no_assertion() -> None:
     assert not issubclass(SetupFailed, AssertionError)
+
+
+# -- operations not offered ---------------------------------------------------------------
+
+
+class Lacking(InProcessDriver):
+    def op_capabilities(self) -> dict[str, Json]:
+        offered = super().op_capabilities()["ops"]
+        assert isinstance(offered, list)
+        return {"ops": [op for op in offered if op not in ("deliver", "process_recycle")]}
+
+
+def test_the_missing_operations_are_those_capabilities_leave_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
+    assert missing_operations(["send", "deliver", "process_recycle"]) == []
+    monkeypatch.setattr(driver, "InProcessDriver", Lacking)
+    assert missing_operations(["send", "deliver", "process_recycle"]) == [
+        "deliver",
+        "process_recycle",
+    ]
+
+
+def test_a_machine_skips_itself_naming_what_a_port_does_not_offer() -> None:
+    """Against a port without process_recycle, the registry machine is skipped with
+    the reason, rather than failing on the operation it cannot call."""
+    port = f"{sys.executable} tests/conformance/broken_impl.py --fault oversize-body"
+    environment = os.environ | {IMPLEMENTATION: f"{port} --lacks process_recycle"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rps", "tests/invariants/test_registry_machine.py"],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcomes = [line for line in done.stdout.splitlines() if line.startswith(("PASSED", "SKIP"))]
+    assert len(outcomes) == 1, done.stdout
+    assert outcomes[0].startswith("SKIPPED"), done.stdout
+    assert outcomes[0].endswith(": the implementation does not offer: process_recycle"), outcomes
+
+
+# -- what each module says ----------------------------------------------------------------
+
+MODULES = sorted(Path(__file__).parent.glob("test_*.py"))
+THROUGH_THE_DRIVER = [path for path in MODULES if IMPLEMENTATION in path.read_text()]
+
+
+def test_the_machines_through_the_driver_are_the_five() -> None:
+    assert [path.stem for path in THROUGH_THE_DRIVER] == [
+        "test_hostile_input",
+        "test_loops_machine",
+        "test_mailbox_machine",
+        "test_registry_machine",
+        "test_resolution_properties",
+    ]
+
+
+@pytest.mark.parametrize("path", THROUGH_THE_DRIVER, ids=lambda path: path.stem)
+def test_a_machine_says_its_invariants_tier_and_operations(path: Path) -> None:
+    text = path.read_text()
+    docstring = text.split('"""')[1]
+    assert re.search(r"INV-\d\d", docstring), "its invariants"
+    assert re.search(r"^Tier: (must|should)$", docstring, re.MULTILINE), "its tier line"
+    operations = operations_of(docstring)
+    assert operations, "its operations"
+    called = set(re.findall(r'(?:call|_world|setup)\(\s*"(\w+)"', text))
+    called |= set(re.findall(r'driver\.call\(\s*"(\w+)"', text))
+    assert called <= set(operations), f"calls {called - set(operations)} it does not name"
+    assert "from tests.invariants import driving" in text, "it gets its driver from driving.py"
+
+
+def test_operations_are_read_from_their_paragraph() -> None:
+    doc = "Title: INV-01.\n\nTier: must\nOperations: send, take,\ndeliver.\n\nMore text."
+    assert operations_of(doc) == ["send", "take", "deliver"]
+    assert operations_of("No operations here.") is None

@@ -3,6 +3,8 @@ and a clock that jumps (SPEC 1, 3, 5): INV-03, INV-05, INV-06, INV-07, INV-08,
 INV-16, INV-17.
 
 Tier: must
+Operations: set_clock, advance_clock, process_stop, register, shutdown, send, take,
+deliver, peek, count, list, resolve, record, sweep.
 
 A state machine over one session's address, through the driver only (and the
 files on disk, whose names and layout are the wire contract), so a conformance
@@ -44,22 +46,6 @@ from tests.invariants.verdict import SetupFailed, check, violated
 
 MACHINE = "mailbox"
 
-DRIVER_OPS = (
-    "set_clock",
-    "advance_clock",
-    "process_stop",
-    "register",
-    "shutdown",
-    "send",
-    "take",
-    "deliver",
-    "peek",
-    "count",
-    "list",
-    "resolve",
-    "record",
-    "sweep",
-)
 
 SESSION = "machine-receiver"
 ADDRESS = address_of(SESSION)

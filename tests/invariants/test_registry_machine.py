@@ -2,6 +2,8 @@
 INV-14, INV-15, INV-17.
 
 Tier: must
+Operations: set_clock, advance_clock, process_stop, process_recycle, register,
+heartbeat, shutdown, send, take, sweep, record, list.
 
 A state machine runs sessions through their lives — register, heartbeat, stall,
 crash, pid reuse, shutdown, resume — while mail is deposited and taken and sweeps
@@ -42,20 +44,6 @@ from tests.invariants.verdict import SetupFailed, check, violated
 
 MACHINE = "registry and presence"
 
-DRIVER_OPS = (
-    "set_clock",
-    "advance_clock",
-    "process_stop",
-    "process_recycle",
-    "register",
-    "heartbeat",
-    "shutdown",
-    "send",
-    "take",
-    "sweep",
-    "record",
-    "list",
-)
 
 SECOND_MS = 1000
 DAY_MS = 24 * 3600 * SECOND_MS

@@ -1,6 +1,8 @@
 """Resolution over generated registries (SPEC 4): INV-12, INV-13.
 
 Tier: must
+Operations: advance_clock, register, shutdown, process_stop, process_recycle,
+record, resolve, send, count.
 
 Each example builds a real tmp tree (folders sharing a basename, a folder whose
 name looks like hex, symlinks to folders) and registers sessions in it through
@@ -19,8 +21,8 @@ session ids that share their first 8 hex characters, live, stalled and offline
 
 Through the driver only (and the folder, for a byte-identical tree), so a
 conformance run points it at a port with PIPOST_IMPL. Which sessions are running
-is what the implementation reports (its honesty is INV-15's, judged by the
-registry machine); a record that does not hold its canonical cwd and (default)
+is what the implementation reports (whether presence is honest is the registry
+machine's to judge); a record that does not hold its canonical cwd and (default)
 name is a world this module cannot judge resolution in: an error, not a verdict.
 """
 
@@ -46,18 +48,6 @@ from tests.helpers import tree_snapshot
 from tests.invariants import driving
 from tests.invariants.driving import SCRATCH, refusal_code, setup
 from tests.invariants.verdict import SetupFailed, check
-
-DRIVER_OPS = (
-    "advance_clock",
-    "register",
-    "shutdown",
-    "process_stop",
-    "process_recycle",
-    "record",
-    "resolve",
-    "send",
-    "count",
-)
 
 MAX_TARGETS = 8
 STALL_MS = 60_000
