@@ -101,6 +101,7 @@ class RegistryMachine(RuleBasedStateMachine):
         count_example(MACHINE)
         self.tmp = Path(tempfile.mkdtemp(prefix="pipost-registry-", dir=SCRATCH)).resolve()
         self.driver = driving.new_driver(self.tmp)
+        self._looked: dict[tuple[object, ...], Result] = {}
         self.now = integer(self._world("set_clock", now=NOW)["now"], "the clock")
         self.births: dict[int, int] = {}
         """The model's process table: pid -> the birth of the process that has it."""
@@ -114,8 +115,20 @@ class RegistryMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def _call(self, op: str, **args: Json) -> Result:
+        self._looked.clear()  # any operation but a look may change what a look sees
+        return self.driver.call(op, **args)
+
     def _world(self, op: str, **args: Json) -> Result:
-        return setup(self.driver.call(op, **args), op)
+        return setup(self._call(op, **args), op)
+
+    def _look(self, op: str, **args: Json) -> Result:
+        """A read (record, list), asked once between two other operations: reading has
+        no side effects, so the invariants after a step share what they read."""
+        key = (op, *sorted(args.items()))
+        if key not in self._looked:
+            self._looked[key] = setup(self.driver.call(op, **args), op)
+        return self._looked[key]
 
     # -- the model ------------------------------------------------------------------
 
@@ -238,7 +251,7 @@ class RegistryMachine(RuleBasedStateMachine):
         count_step(MACHINE)
         session = self.sessions[index]
         known = session.recorded or self.has_mailbox(session)
-        result = self.driver.call(
+        result = self._call(
             "send", targets=[session.address], body=f"note {self.now}", cwd=str(self.tmp)
         )
         if "failed" in result:
@@ -345,7 +358,7 @@ class RegistryMachine(RuleBasedStateMachine):
     # -- after every step (each invariant judges only its own) --------------------------
 
     def _queued(self, session: Session) -> int:
-        result = self._world("record", address=session.address)
+        result = self._look("record", address=session.address)
         return integer(result["queued"], f"queued of {session.address}")
 
     @invariant()
@@ -370,7 +383,7 @@ class RegistryMachine(RuleBasedStateMachine):
         """INV-14: a record stays until a sweep removes it, pid and all, and shutdown
         takes only the pid."""
         for session in self.sessions:
-            record = self._world("record", address=session.address)["record"]
+            record = self._look("record", address=session.address)["record"]
             if not session.recorded:
                 check(record is None, "INV-14", f"{session.address} has a record: {record}")
                 continue
@@ -387,7 +400,7 @@ class RegistryMachine(RuleBasedStateMachine):
     def presence_is_honest(self) -> None:
         """INV-15, for every session the implementation holds a record of."""
         for session in self.sessions:
-            result = self._world("record", address=session.address)
+            result = self._look("record", address=session.address)
             record = result["record"]
             if not session.recorded or not isinstance(record, dict):
                 continue  # a record that should not be there, or is gone: INV-14's
@@ -407,7 +420,7 @@ class RegistryMachine(RuleBasedStateMachine):
     @invariant()
     def the_listing_shows_every_record(self) -> None:
         """INV-14: every record is listed; INV-15: with its presence."""
-        listed = self._world("list", all=True)["sessions"]
+        listed = self._look("list", all=True)["sessions"]
         if not isinstance(listed, list):
             raise SetupFailed(f"list answered no list of sessions: {listed!r}")
         presence = {e.get("address"): e.get("presence") for e in listed if isinstance(e, dict)}
