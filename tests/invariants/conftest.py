@@ -46,11 +46,21 @@ settings.register_profile(
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "operations(*ops): the driver operations this test calls, where they are fewer "
+        "than its module's docstring names",
+    )
+
+
 @pytest.fixture(autouse=True)
 def offered_operations(request: pytest.FixtureRequest) -> None:
     """A machine that calls an operation the implementation does not offer skips
-    itself, naming the operations (read from ``capabilities`` once per test)."""
-    needed = operations_of(request.module.__doc__)
+    itself, naming the operations (read from ``capabilities`` once per test). It
+    needs what its module's docstring names, or what its ``operations`` mark says."""
+    marked = request.node.get_closest_marker("operations")
+    needed = list(marked.args) if marked else operations_of(request.module.__doc__)
     if needed is None:
         return
     missing = missing_operations(needed)

@@ -128,6 +128,7 @@ def check_parse(driver: Driver, raw: bytes, file_name: str | None) -> dict[str, 
 # -- parse ------------------------------------------------------------------------------
 
 
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=25_000)
 @given(raw=arbitrary_bytes, file_name=file_names)
 def test_parse_survives_arbitrary_bytes(parser: Driver, raw: bytes, file_name: str | None) -> None:
@@ -135,6 +136,7 @@ def test_parse_survives_arbitrary_bytes(parser: Driver, raw: bytes, file_name: s
     check_parse(parser, raw, file_name)
 
 
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=20_000)
 @given(raw=flipped(valid_letters))
 def test_parse_survives_damaged_bytes_of_valid_letters(parser: Driver, raw: bytes) -> None:
@@ -142,6 +144,7 @@ def test_parse_survives_damaged_bytes_of_valid_letters(parser: Driver, raw: byte
     check_parse(parser, raw, None)
 
 
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=25_000)
 @given(raw=mutated(valid_letters, MESSAGE_FIELDS), under_its_name=st.booleans())
 def test_parse_survives_a_hostile_value_in_any_field(
@@ -155,6 +158,7 @@ def test_parse_survives_a_hostile_value_in_any_field(
     check_parse(parser, raw, file_name)
 
 
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=12_000)
 @given(case=spliced(valid_letters))
 def test_parse_refuses_duplicate_keys_nan_deep_nesting_and_stray_text(
@@ -172,6 +176,7 @@ def test_parse_refuses_duplicate_keys_nan_deep_nesting_and_stray_text(
         )
 
 
+@pytest.mark.operations("parse")
 @budget(gate=40, thorough=3_000)
 @given(letter=valid_letters, data=st.data())
 def test_a_truncated_letter_is_rejected(parser: Driver, letter: bytes, data: st.DataObject) -> None:
@@ -187,6 +192,7 @@ def test_a_truncated_letter_is_rejected(parser: Driver, letter: bytes, data: st.
         check(message is None, "INV-03", f"accepted the first {length} bytes of a letter")
 
 
+@pytest.mark.operations("parse")
 def test_a_huge_valid_looking_letter_is_rejected(parser: Driver) -> None:
     letter = encode(new_message(Sender("process", "big"), "x", NOW))
     padded = letter[:-1] + b" " * LETTER_READ_LIMIT + b"}"
@@ -203,6 +209,7 @@ def _addresses(result: Result) -> set[str]:
     return {str(s.get("address")) for s in sessions if isinstance(s, dict)}
 
 
+@pytest.mark.operations("list", "resolve")
 @budget(gate=40, thorough=1_500)
 @given(st.lists(registry_entries, min_size=1, max_size=10), st.data())
 def test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse(
@@ -279,6 +286,7 @@ def receiving_world() -> Iterator[tuple[Driver, Path, Path]]:
         yield driver, base, base / "post"
 
 
+@pytest.mark.operations("register", "deliver", "send")
 @budget(gate=30, thorough=1_000)
 @given(st.lists(inbox_entries, min_size=1, max_size=12))
 def test_a_receiver_drains_a_hostile_mailbox(entries: list[InboxEntry]) -> None:

@@ -387,6 +387,8 @@ def test_a_machine_says_its_invariants_tier_and_operations(path: Path) -> None:
     called = set(re.findall(r'(?:call|_world|setup)\(\s*"(\w+)"', text))
     called |= set(re.findall(r'driver\.call\(\s*"(\w+)"', text))
     assert called <= set(operations), f"calls {called - set(operations)} it does not name"
+    marked = set(re.findall(r'"(\w+)"', " ".join(re.findall(r"mark\.operations\(([^)]*)\)", text))))
+    assert marked <= set(operations), f"marks {marked - set(operations)} it does not name"
     assert "from tests.invariants import driving" in text, "it gets its driver from driving.py"
 
 
