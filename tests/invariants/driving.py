@@ -74,9 +74,12 @@ def integer(value: Json, what: str) -> int:
 
 
 def refusal_code(result: Result) -> str | None:
-    """The code of a refusal (``{"refused": {"code", "text", …}}``), None if the
-    result is not a refusal or its reason carries no code."""
-    reason = result.get("refused")
-    if isinstance(reason, dict) and isinstance(reason.get("code"), str):
-        return str(reason["code"])
-    return None
+    """The code of a refusal (``{"refused": {"code", "text", …facts}}``), None when
+    the result is no refusal. A refusal that is not such an object breaks the
+    protocol: an error of the run, not a verdict."""
+    if "refused" not in result:
+        return None
+    reason = result["refused"]
+    if not isinstance(reason, dict) or not isinstance(reason.get("code"), str):
+        raise SetupFailed(f"a refusal without its code: {result}")
+    return str(reason["code"])

@@ -208,7 +208,7 @@ class LoopsMachine(RuleBasedStateMachine):
             return True
         queued = self._queued(address)
         check(
-            queued == MAILBOX_CAP and refusal_code(result) in (None, "mailbox_full"),
+            queued == MAILBOX_CAP and refusal_code(result) == "mailbox_full",
             "INV-08",
             f"a send to {address} ({queued} queued) was refused: {result}",
         )

@@ -162,12 +162,18 @@ class MailboxMachine(RuleBasedStateMachine):
             code = refusal_code(result)
             if len(before) >= MAILBOX_CAP:
                 check(
-                    code in (None, "mailbox_full"),
+                    code == "mailbox_full",
                     "INV-08",
                     f"a send to the full mailbox was refused as {code}",
                 )
             elif known:
                 violated("INV-08", f"a send with {len(before)} queued was refused: {result}")
+            else:  # neither record nor mailbox: pipost's SHOULD is to refuse
+                check(
+                    code == "unknown_address",
+                    "INV-13",
+                    f"a send to {ADDRESS} (neither record nor mailbox) was refused as {code}",
+                )
             check(
                 tree_snapshot(self.root) == snapshot,
                 "INV-08",
@@ -356,6 +362,7 @@ class MailboxMachine(RuleBasedStateMachine):
             if not self._letters():
                 break
             self.a_plain_receiver_takes_one()
+            self.nothing_is_taken_twice()  # as after any take: a letter left is INV-06's
         check(self._letters() == [], "INV-05", f"letters left after the end: {self._letters()}")
         self.nothing_is_lost()
         self.nothing_is_taken_twice()

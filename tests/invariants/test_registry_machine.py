@@ -262,7 +262,7 @@ class RegistryMachine(RuleBasedStateMachine):
             code = refusal_code(result)
             if not known:
                 check(
-                    code in (None, "unknown_address"),
+                    code == "unknown_address",
                     "INV-13",
                     f"a send to {session.address}, which has neither record nor mailbox, "
                     f"was refused as {code}",
@@ -274,7 +274,7 @@ class RegistryMachine(RuleBasedStateMachine):
                     f"a send to {session.address} ({session.queued} queued) was refused: {result}",
                 )
                 check(
-                    code in (None, "mailbox_full"),
+                    code == "mailbox_full",
                     "INV-08",
                     f"a send to the full mailbox {session.address} was refused as {code}",
                 )
