@@ -35,6 +35,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import textwrap
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -283,7 +284,7 @@ def machine_items(junit: Path, module: Path) -> list[Item]:
         skipped = case.find("skipped")
         if failure is not None:
             message = str(failure.get("message", ""))
-            text = (failure.text or "").strip()
+            text = _raised(failure.text or "")
             named = _BRACKETED.search(message) or _BRACKETED.search(text)
             if named:
                 failed = tuple(sorted(set(_INV.findall(named.group(1)))))
@@ -314,6 +315,13 @@ def machine_items(junit: Path, module: Path) -> list[Item]:
             )
         )
     return items
+
+
+def _raised(report: str) -> str:
+    """What pytest's report of a failure says was raised (its ``E`` lines: the
+    message and Hypothesis's falsifying example), else the whole report."""
+    said = [line[1:] for line in report.splitlines() if line.startswith("E ")]
+    return textwrap.dedent("\n".join(said)).strip() if said else report.strip()
 
 
 def module_invariants(path: Path) -> tuple[str, ...]:

@@ -7,6 +7,8 @@ them and names the invariant each breaks.
 oversize-body   a send writes a body over the 32 KiB cap instead of refusing it (INV-09)
 unlink-first    the receiving session unlinks each letter before its text enters the
                 context, so a context that fails loses it (INV-05)
+stale-presence  ``record`` reports every session that has a record live, a crashed or
+                shut down one included (INV-15)
 count-errors    ``count`` is offered but answers an error, as a shim that crashes in it
                 would: the scenarios calling it end in an error, which fails no row
 
@@ -26,7 +28,7 @@ from pipost.driver import DriverError, InProcessDriver, Json, RecordingContext, 
 from pipost.message import Sender
 from pipost.resolve import Caller
 
-FAULTS = ("oversize-body", "unlink-first", "count-errors")
+FAULTS = ("oversize-body", "unlink-first", "stale-presence", "count-errors")
 DEFAULT_FAULTS = ("oversize-body", "unlink-first")
 
 
@@ -43,7 +45,10 @@ class BrokenDriver(InProcessDriver):
             raise DriverError(f"unknown operation {op!r} (see capabilities)")
         if op == "count" and "count-errors" in self.faults:
             raise DriverError("count: the toy crashed counting")
-        return super().call(op, **args)
+        result = super().call(op, **args)
+        if op == "record" and "stale-presence" in self.faults and result["record"] is not None:
+            return {**result, "presence": "live"}
+        return result
 
     def op_capabilities(self) -> Result:
         offered = super().op_capabilities()["ops"]

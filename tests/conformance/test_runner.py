@@ -213,6 +213,27 @@ def test_each_fault_alone_fails_only_its_own_rows(
     assert failed == {"unlink-first": {"INV-05"}, "oversize-body": {"INV-08", "INV-09"}}[fault]
 
 
+def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
+    tmp_path: Path,
+) -> None:
+    """The registry machine states INV-14, 15, 17 and more; a toy whose ``record``
+    calls every recorded session live breaks presence (INV-15) and only that row
+    of the machine fails."""
+    faulty = run(
+        tmp_path,
+        *("--impl", f"{BROKEN} --fault stale-presence"),
+        *("--features", "features/addresses.feature", "--name", "no such scenario"),
+    )
+    registry = faulty.scenario(
+        "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest"
+    )
+    assert registry["results"] == {"INV-15": "fail"}
+    assert registry["tier"] == "must"
+    assert registry["error"].startswith("AssertionError: [INV-15] presence of s-")
+    assert "state.register(" in registry["error"]  # the falsifying steps
+    assert faulty.code == 1
+
+
 def test_an_error_answer_is_an_error_of_the_scenario_not_a_failure(tmp_path: Path) -> None:
     errors = run(tmp_path, "--impl", f"{BROKEN} --fault count-errors", *SELECTION)
     assert errors.code == 1
