@@ -243,10 +243,9 @@ class World:
         assert presence != "live" or unseen_ms <= 45_000, "a live session was seen lately"
         sid = session_id or session_id_for(label)
         self.call("advance_clock", ms=-unseen_ms)
+        name: dict[str, Json] = {"name": label} if named else {}  # else the default name
         record = dict_of(
-            self.call(
-                "register", session_id=sid, cwd=self.expand(cwd), name=label if named else None
-            )["record"]
+            self.call("register", session_id=sid, cwd=self.expand(cwd), **name)["record"]
         )
         pid = int_of(record["pid"])
         if presence == "offline":

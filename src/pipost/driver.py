@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import base64
 import binascii
+import functools
 import inspect
 import itertools
 import json
@@ -63,6 +64,15 @@ DEFAULT_NOW = 1_796_078_534_257
 
 PROTOCOL = 1
 """The version of the driver protocol this module speaks and the suite sends."""
+
+
+@functools.cache  # looking the version up costs more than a scenario's world
+def pipost_implementation() -> dict[str, Json]:
+    """What pipost says it is when a world is opened: its name, the version
+    ``pi-post --version`` prints and its language."""
+    from importlib import metadata
+
+    return {"name": "pipost", "version": metadata.version("pipost"), "language": "Python"}
 
 
 class DriverError(Exception):
@@ -126,6 +136,7 @@ class InProcessDriver:
         self.processes = FakeProcessTable()
         self.post = Post(root, clock=lambda: self.now, processes=self.processes)
         self.post.receipt_wait = receipt_wait
+        self.implementation = pipost_implementation()
         self._receivers: dict[str, tuple[host.Host, RecordingContext]] = {}
         self._operations: dict[str, Callable[..., Result]] = {
             name.removeprefix("op_"): getattr(self, name)
@@ -483,13 +494,22 @@ def open_pipost(root: Path, home: str, now: int) -> Driver:
     return InProcessDriver(root, home=home, now=now)
 
 
-def serve(stdin: TextIO, stdout: TextIO, opener: Opener = open_pipost) -> None:
+def serve(
+    stdin: TextIO,
+    stdout: TextIO,
+    opener: Opener = open_pipost,
+    implementation: dict[str, Json] | None = None,
+) -> None:
     """Answer requests, one JSON object per line, until ``stdin`` ends.
 
     A request is ``{"id": any, "op": name, "args": {...}}``; the answer, on one line
     and in order, is ``{"id": same, "result": {...}}`` or, for a misuse of the
     interface, ``{"id": same, "error": text}``. ``open`` (``root``, ``home``,
-    ``now``) starts a fresh world and must come before any other operation."""
+    ``now``, ``protocol``) starts a fresh world and must come before any other
+    operation; it answers ``{"root", "protocol", "implementation"}``, the last
+    what the drivers ``opener`` makes are (by default pipost: a port's shim
+    written over serve names its own)."""
+    about = implementation if implementation is not None else pipost_implementation()
     driver: Driver | None = None
     for line in stdin:
         if not line.strip():
@@ -508,7 +528,8 @@ def serve(stdin: TextIO, stdout: TextIO, opener: Opener = open_pipost) -> None:
                 raise DriverError("a request has an op (a string) and args (an object)")
             if op == "open":
                 driver = opener(*_open_arguments(args))
-                answer: dict[str, Json] = {"id": request_id, "result": {"root": args["root"]}}
+                opened = {"root": args["root"], "protocol": PROTOCOL, "implementation": about}
+                answer: dict[str, Json] = {"id": request_id, "result": opened}
             elif driver is None:
                 raise DriverError(f"{op} before open: open a world first")
             else:
@@ -522,9 +543,13 @@ def serve(stdin: TextIO, stdout: TextIO, opener: Opener = open_pipost) -> None:
 
 def _open_arguments(args: dict[str, Json]) -> tuple[Path, str, int]:
     root, home, now = args.get("root"), args.get("home"), args.get("now", DEFAULT_NOW)
-    unknown = set(args) - {"root", "home", "now"}
+    unknown = set(args) - {"root", "home", "now", "protocol"}
     if unknown:
         raise DriverError(f"open: unknown arguments {sorted(unknown)}")
+    if args.get("protocol") != PROTOCOL or isinstance(args.get("protocol"), bool):
+        raise DriverError(
+            f"open: this driver speaks protocol {PROTOCOL}, not {args.get('protocol')!r}"
+        )
     if not isinstance(root, str) or not os.path.isabs(root):
         raise DriverError("open: root must be an absolute path")
     if not isinstance(home, str):
@@ -548,12 +573,22 @@ class SubprocessDriver:
         self._process: subprocess.Popen[bytes] | None = None
         self._buffer = b""
         self._requests = itertools.count(1)
+        self.implementation: Json = None
+        """What the implementation said it is when the last world was opened."""
 
     def open(self, root: Path, *, home: str, now: int = DEFAULT_NOW) -> None:
-        """A fresh world over ``root``: no sessions, the clock at ``now``."""
+        """A fresh world over ``root``: no sessions, the clock at ``now``. An
+        implementation that answers with another protocol than the suite's is
+        broken for this run (TransportError)."""
         if self._process is None or self._process.poll() is not None:
             self._start()
-        self.call("open", root=str(root), home=home, now=now)
+        opened = self.call("open", root=str(root), home=home, now=now, protocol=PROTOCOL)
+        if opened.get("protocol") != PROTOCOL:
+            raise TransportError(
+                f"open: the implementation answered protocol {opened.get('protocol')!r}; "
+                f"the suite speaks {PROTOCOL}"
+            )
+        self.implementation = opened.get("implementation")
 
     def call(self, op: str, **args: Json) -> Result:
         process = self._process
@@ -684,13 +719,19 @@ def _letter(name: str, content: message.Message | Rejected) -> Result:
 
 
 def _check_arguments(op: str, operation: Callable[..., Result], args: dict[str, Json]) -> None:
-    """Refuse a missing, unknown or mistyped argument before the operation runs."""
+    """Refuse a missing, unknown, null or mistyped argument before the operation runs.
+
+    A defaulted argument is an omitted key (docs/conformance.md): null is no value of
+    any argument, so a caller that sends it for "the default" is told so, not
+    silently served the default."""
     try:
         inspect.signature(operation).bind(**args)
     except TypeError as error:
         raise DriverError(f"{op}: {error}") from None
     hints = typing.get_type_hints(operation)
     for name, value in args.items():
+        if value is None:
+            raise DriverError(f"{op}: {name} is null; leave an argument out for its default")
         if not _conforms(value, hints[name]):
             raise DriverError(f"{op}: {name} must be {hints[name]}, not {value!r}")
 
@@ -702,8 +743,6 @@ def _conforms(value: object, hint: object) -> bool:
     if origin is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(_conforms(v, item) for v in value)
-    if hint is type(None):
-        return value is None
     if hint is int:  # Python counts True as an integer; JSON does not
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(hint, type) and isinstance(value, hint)
