@@ -43,7 +43,7 @@ import types
 import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, TextIO, TypeAlias, Union
+from typing import Any, Protocol, TextIO, TypeAlias, Union
 
 from pipost import format, host, mailbox, message, registry
 from pipost.address import address_of, default_name, is_address
@@ -567,9 +567,13 @@ class SubprocessDriver:
     ``open`` starts the process when it is not running (again, after a crash), so a
     scenario that kills an implementation does not take the next one down."""
 
-    def __init__(self, command: str | Sequence[str], *, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, command: str | Sequence[str], *, timeout_s: float = 60.0, validate: bool = False
+    ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         self.timeout_s = timeout_s
+        self.schema = ProtocolSchema() if validate else None
+        """With ``validate``, every request and every answer is checked against it."""
         self._process: subprocess.Popen[bytes] | None = None
         self._buffer = b""
         self._requests = itertools.count(1)
@@ -594,6 +598,8 @@ class SubprocessDriver:
         process = self._process
         if process is None or process.stdin is None:
             raise TransportError(f"{op} before open: the implementation is not running")
+        if self.schema is not None:
+            self.schema.check_request(op, args)
         request_id = next(self._requests)
         line = json.dumps({"id": request_id, "op": op, "args": args}) + "\n"
         try:
@@ -602,6 +608,8 @@ class SubprocessDriver:
         except (BrokenPipeError, ValueError):
             raise TransportError(self._gone(f"{op}: the implementation stopped reading")) from None
         answer = self._answer(op)
+        if self.schema is not None:
+            self.schema.check_answer(op, answer)
         if answer.get("id") != request_id:
             raise TransportError(f"{op}: the answer is for request {answer.get('id')!r}")
         if "error" in answer:
@@ -671,17 +679,105 @@ class SubprocessDriver:
         return f"{what} (it exited with status {status})"
 
 
+class ProtocolSchema:
+    """The protocol's JSON Schema (``schemas/driver.v1``), checking one request or
+    one answer at a time: a violation is a DriverError naming the operation and the
+    JSON path of what breaks it (``send: the answer breaks the protocol at
+    $.result.receipts[0].address: …``).
+
+    It needs jsonschema, a dependency of the conformance kit (``.[dev]``), not of
+    pipost: only a run with ``--validate`` makes one."""
+
+    def __init__(self) -> None:
+        import jsonschema
+        from referencing import Registry, Resource
+
+        from pipost import schemas
+
+        documents = [schemas.load(name) for name in ("driver.v1", "message.v1", "record.v1")]
+        registry: Registry[Any] = Registry().with_resources(
+            (document["$id"], Resource.from_contents(document)) for document in documents
+        )
+        self._best_match = jsonschema.exceptions.best_match
+        base = documents[0]["$id"]
+
+        def validator(pointer: str) -> jsonschema.Draft202012Validator:
+            return jsonschema.Draft202012Validator({"$ref": base + pointer}, registry=registry)
+
+        self._request = validator("")
+        self._answer = validator("#/$defs/answer")
+        self._exchanges = {
+            op: validator(f"#/$defs/ops/$defs/{op}") for op in documents[0]["$defs"]["ops"]["$defs"]
+        }
+
+    def check_request(self, op: str, args: dict[str, Json]) -> None:
+        self._check(op, "request", self._request, {"op": op, "args": args})
+        self._check(op, "request", self._exchange(op), {"args": args})
+
+    def check_answer(self, op: str, answer: dict[str, Json]) -> None:
+        """An answer line: ``{"id", "result"}`` with the op's result, or ``{"id", "error"}``."""
+        self._check(op, "answer", self._answer, answer)
+        if "result" in answer:
+            self.check_result(op, answer["result"])
+
+    def check_result(self, op: str, result: Json) -> None:
+        self._check(op, "answer", self._exchange(op), {"result": result})
+
+    def _exchange(self, op: str) -> Any:
+        if op not in self._exchanges:
+            raise DriverError(f"{op}: the protocol's schema has no such operation")
+        return self._exchanges[op]
+
+    def _check(self, op: str, what: str, validator: Any, instance: Json) -> None:
+        error = self._best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise DriverError(
+                f"{op}: the {what} breaks the protocol at {error.json_path}: {error.message}"
+            )
+
+
+class ValidatingDriver:
+    """Any driver, its every request and result checked against the protocol's
+    schema (``--validate`` for pipost in this process)."""
+
+    def __init__(self, driver: Driver, schema: ProtocolSchema | None = None) -> None:
+        self.driver = driver
+        self.schema = schema or ProtocolSchema()
+
+    def call(self, op: str, **args: Json) -> Result:
+        self.schema.check_request(op, args)
+        result = self.driver.call(op, **args)
+        self.schema.check_result(op, result)
+        return result
+
+
 _SHARED: dict[str, SubprocessDriver] = {}
 
 
-def open_driver(root: Path, *, home: str, command: str | None = None) -> Driver:
+def open_driver(
+    root: Path,
+    *,
+    home: str,
+    command: str | None = None,
+    timeout_s: float | None = None,
+    validate: bool | None = None,
+) -> Driver:
     """A driver over a fresh world at ``root``: pipost in this process, or, with
     ``command``, the implementation that command runs (one process per command,
-    reused by later calls and closed when Python exits)."""
+    reused by later calls and closed when Python exits).
+
+    ``timeout_s`` (per call) and ``validate`` default to what a conformance run
+    passes the state machines it starts: ``PIPOST_TIMEOUT`` (else 60 s) and
+    ``PIPOST_VALIDATE=1``."""
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("PIPOST_TIMEOUT") or 60)
+    if validate is None:
+        validate = os.environ.get("PIPOST_VALIDATE") == "1"
     if not command:
-        return InProcessDriver(root, home=home)
+        in_process = InProcessDriver(root, home=home)
+        return ValidatingDriver(in_process) if validate else in_process
     if command not in _SHARED:
-        _SHARED[command] = SubprocessDriver(command)
+        _SHARED[command] = SubprocessDriver(command, timeout_s=timeout_s, validate=validate)
         atexit.register(_SHARED[command].close)
     driver = _SHARED[command]
     driver.open(root, home=home)
