@@ -25,29 +25,30 @@ Feature: Addresses belong to conversations
 
   @INV-01 @INV-14
   Scenario: a conversation resumed elsewhere keeps its address and its mail
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     And I sent "while you were away" to "alice"
     And "alice" shuts down
     And the process of "alice" exits
-    When "alice" starts again in "/home/dev/elsewhere"
+    When "alice" starts again in "{scratch}/home/dev/elsewhere"
     Then "alice" has the address it had before
     And "alice" is live
     And the mailbox of "alice" holds 1 message
 
   @INV-02
   Scenario: a directory names whichever session runs in it now
-    Given an offline session "first" in "/home/dev/project" last seen 2 hours ago
-    And a live session "second" in "/home/dev/project"
-    When I send "hello" to "/home/dev/project"
+    Given an offline session "first" in "{scratch}/home/dev/project" last seen 2 hours ago
+    And a live session "second" in "{scratch}/home/dev/project"
+    When I send "hello" to "{scratch}/home/dev/project"
     Then the send is queued for "second"
     And the mailbox of "first" holds 0 messages
     And every mailbox folder is named by a session address
 
   @INV-02 @INV-12
   Scenario: a directory with no session in it is refused, never made into a mailbox
-    Given a live session "alice" in "/home/dev/alice"
-    When I send "hello" to "/home/dev/nobody-here"
-    Then the send is refused as "unknown_target" with handle "/home/dev/nobody-here" and path "/home/dev/nobody-here"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
+    And a directory "{scratch}/home/dev/nobody-here"
+    When I send "hello" to "{scratch}/home/dev/nobody-here"
+    Then the send is refused as "unknown_target" with handle "{scratch}/home/dev/nobody-here" and path "{scratch}/home/dev/nobody-here"
     And nothing was written
 
   @INV-02 @INV-12 @should

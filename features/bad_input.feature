@@ -4,9 +4,9 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
   and the mail behind it still flows; a broken record is skipped.
 
   Background:
-    Given a live session "bob" in "/home/dev/bob"
+    Given a live session "bob" in "{scratch}/home/dev/bob"
     And the clock advances by 1 second
-    And a live session "alice" in "/home/dev/alice"
+    And a live session "alice" in "{scratch}/home/dev/alice"
 
   @INV-09
   Scenario Outline: a body over the cap is refused with its size and the cap (<count> × <character>)
@@ -45,9 +45,9 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
 
   @INV-12
   Scenario: an ambiguous target is refused with every candidate listed
-    Given a live session "api-reviewer" in "/home/dev/api"
-    And a live session "api-fixer" in "/srv/checkouts/api"
-    When I send "which of you?" to "/home/dev/bob", "alice" and "api"
+    Given a live session "api-reviewer" in "{scratch}/home/dev/api"
+    And a live session "api-fixer" in "{scratch}/srv/checkouts/api"
+    When I send "which of you?" to "{scratch}/home/dev/bob", "alice" and "api"
     Then the send is refused as "ambiguous_target" with handle "api" and candidates "api-reviewer" and "api-fixer"
     And nothing was written
 
@@ -124,6 +124,6 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
 
   @INV-12 @INV-21
   Scenario: a well-formed record written by hand is listed and resolved, so the garbage above is what is skipped
-    Given the registry holds a record pi-post 0.7 wrote for "ghost" in "/home/dev/ghost", its pid running
+    Given the registry holds a record pi-post 0.7 wrote for "ghost" in "{scratch}/home/dev/ghost", its pid running
     When I resolve "ghost"
     Then it resolves to the session named "ghost"

@@ -4,8 +4,8 @@ Feature: Messages on the wire
   hex characters, so ids sort by time. A body is at most 32768 bytes of UTF-8.
 
   Background:
-    Given a live session "bob" in "/home/dev/bob"
-    And I am working in "/home/dev/tester"
+    Given a live session "bob" in "{scratch}/home/dev/bob"
+    And I am working in "{scratch}/home/dev/tester"
 
   @INV-21 @INV-03
   Scenario: a message pipost writes is read back exactly
@@ -26,27 +26,27 @@ Feature: Messages on the wire
   @INV-21
   Scenario: a process has no inbox, so its message carries no address to reply to
     When I send "status?" to "bob"
-    Then the message "bob" receives comes from the process "process:tester" in "/home/dev/tester"
+    Then the message "bob" receives comes from the process "process:tester" in "{scratch}/home/dev/tester"
     And it has neither a sender address nor a reply address
 
   @INV-21
   Scenario: a process may name itself
     When I send "gate green" to "bob" as "golem:gtmeng-2573"
-    Then the message "bob" receives comes from the process "golem:gtmeng-2573" in "/home/dev/tester"
+    Then the message "bob" receives comes from the process "golem:gtmeng-2573" in "{scratch}/home/dev/tester"
     And it has neither a sender address nor a reply address
 
   @INV-21
   Scenario: a session signs with its address, and replies go there unless it says otherwise
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     When "alice" sends "review done?" to "bob"
-    Then the message "bob" receives comes from the session "alice" in "/home/dev/alice"
+    Then the message "bob" receives comes from the session "alice" in "{scratch}/home/dev/alice"
     And its sender address and reply address are those of "alice"
 
   @INV-21
   Scenario: a session may send with no reply address
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     When "alice" sends "fyi, no answer needed" to "bob" with no reply address
-    Then the message "bob" receives comes from the session "alice" in "/home/dev/alice"
+    Then the message "bob" receives comes from the session "alice" in "{scratch}/home/dev/alice"
     And its sender address is that of "alice" and it has no reply address
 
   @INV-09

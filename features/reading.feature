@@ -3,9 +3,9 @@ Feature: Reading has no side effects
   byte-identical: every path, mode and byte as it was, whatever the tree holds.
 
   Background:
-    Given a live session "alice" in "/home/dev/alice"
-    And a stalled session "bob" in "/home/dev/bob"
-    And an offline session "carol" in "/home/dev/carol" last seen 30 days ago
+    Given a live session "alice" in "{scratch}/home/dev/alice"
+    And a stalled session "bob" in "{scratch}/home/dev/bob"
+    And an offline session "carol" in "{scratch}/home/dev/carol" last seen 30 days ago
     And "alice" has 2 messages queued
     And the oldest letter in the mailbox of "alice" is damaged: half of a letter, cut off mid-write
     And the mailbox of "alice" holds a deposit in flight "1796078534000-0000000f.json.tmp"
@@ -23,7 +23,7 @@ Feature: Reading has no side effects
       | list the sessions                  |
       | list all sessions                  |
       | resolve "alice"                    |
-      | resolve "/home/dev/carol"          |
+      | resolve "{scratch}/home/dev/carol"          |
       | resolve "s-0123456789ab"           |
       | resolve "nobody"                   |
       | peek at the mailbox of "alice"     |

@@ -5,12 +5,12 @@ Feature: Presence, and records that outlive their processes
   pid or a recycled one. Shutdown takes the pid out and keeps the record.
 
   Background:
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
 
   @INV-15
   Scenario: a session that just registered is live, and its record says where it runs
     Then "alice" is live
-    And the record of "alice" names the directory "/home/dev/alice" and the pid of its process
+    And the record of "alice" names the directory "{scratch}/home/dev/alice" and the pid of its process
 
   @INV-15
   Scenario Outline: presence follows the heartbeat: <silence> of silence
@@ -42,7 +42,7 @@ Feature: Presence, and records that outlive their processes
 
   @INV-15 @INV-21
   Scenario: a record pi-post 0.7 wrote, without a process start time, is live while its pid runs
-    Given the registry holds a record pi-post 0.7 wrote for "legacy" in "/home/dev/legacy", its pid running
+    Given the registry holds a record pi-post 0.7 wrote for "legacy" in "{scratch}/home/dev/legacy", its pid running
     When I list the sessions
     Then the sessions listed are, in order:
       | name   | presence |
@@ -74,9 +74,9 @@ Feature: Presence, and records that outlive their processes
 
   @INV-15
   Scenario: listings put live sessions first, then stalled, then offline, each newest first
-    Given a stalled session "bob" in "/home/dev/bob"
-    And an offline session "carol" in "/home/dev/carol" last seen 2 hours ago
-    And an offline session "dave" in "/home/dev/dave" last seen 1 hour ago
+    Given a stalled session "bob" in "{scratch}/home/dev/bob"
+    And an offline session "carol" in "{scratch}/home/dev/carol" last seen 2 hours ago
+    And an offline session "dave" in "{scratch}/home/dev/dave" last seen 1 hour ago
     And "bob" has 2 messages queued
     When I list the sessions
     Then the sessions listed are, in order:
@@ -88,7 +88,7 @@ Feature: Presence, and records that outlive their processes
 
   @INV-21
   Scenario Outline: a listing leaves out offline sessions unseen for over a day with nothing queued (<unseen>, <queued> queued)
-    Given an offline session "carol" in "/home/dev/carol" last seen <unseen> ago
+    Given an offline session "carol" in "{scratch}/home/dev/carol" last seen <unseen> ago
     And "carol" has <queued> messages queued
     When I list the sessions
     Then the sessions listed are <listed>
@@ -102,5 +102,5 @@ Feature: Presence, and records that outlive their processes
 
   @INV-13 @INV-21
   Scenario: an unnamed session is known by the default name the reference gives it
-    Given a live session "cache" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e02" registered without a name in "/home/dev/cache-fix"
+    Given a live session "cache" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e02" registered without a name in "{scratch}/home/dev/cache-fix"
     Then "cache" is named "cache-fix-d510"

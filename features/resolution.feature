@@ -7,11 +7,11 @@ Feature: Resolution: every handle resolves, nothing is guessed
   before it writes anything.
 
   Background:
-    Given a live session "gtm-summoner" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e01" in "/home/dev/gtm"
-    And a live session "cache" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e02" registered without a name in "/home/dev/cache-fix"
-    And a live session "dashboard" with id "019a3f30-1111-7222-8333-444455556666" in "/home/dev/old"
-    And I am working in "/home/dev/gtm"
-    And my home is "/home/dev"
+    Given a live session "gtm-summoner" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e01" in "{scratch}/home/dev/gtm"
+    And a live session "cache" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e02" registered without a name in "{scratch}/home/dev/cache-fix"
+    And a live session "dashboard" with id "019a3f30-1111-7222-8333-444455556666" in "{scratch}/home/dev/old"
+    And I am working in "{scratch}/home/dev/gtm"
+    And my home is "{scratch}/home/dev"
 
   @INV-13
   Scenario Outline: a session is found by its <kind>
@@ -25,8 +25,8 @@ Feature: Resolution: every handle resolves, nothing is guessed
       | default name               | cache-fix-d510                       | cache        |
       | default name, though named | old-6bb4                             | dashboard    |
       | directory's basename       | cache-fix                            | cache        |
-      | absolute path              | /home/dev/old                        | dashboard    |
-      | path with detours          | /home/dev//old/../old/               | dashboard    |
+      | absolute path              | {scratch}/home/dev/old                        | dashboard    |
+      | path with detours          | {scratch}/home/dev//old/../old/               | dashboard    |
       | caller's own directory     | .                                    | gtm-summoner |
       | relative path              | ../cache-fix                         | cache        |
       | path from home             | ~/old                                | dashboard    |
@@ -44,21 +44,21 @@ Feature: Resolution: every handle resolves, nothing is guessed
 
   @INV-13
   Scenario: a hex-looking handle that is no session id is tried as a name
-    Given a live session "deadbeef" in "/home/dev/hex"
+    Given a live session "deadbeef" in "{scratch}/home/dev/hex"
     When I resolve "deadbeef"
     Then it resolves to "deadbeef"
 
   @INV-12
   Scenario Outline: two live sessions in one directory are never guessed between (<handle>)
-    Given a live session "twin-a" in "/home/dev/shared"
-    And a live session "twin-b" in "/home/dev/shared"
+    Given a live session "twin-a" in "{scratch}/home/dev/shared"
+    And a live session "twin-b" in "{scratch}/home/dev/shared"
     When I send "which of you?" to "<handle>"
     Then the send is refused as "ambiguous_target" with handle "<handle>" and candidates "twin-a" and "twin-b"
     And nothing was written
 
     Examples:
       | handle           |
-      | /home/dev/shared |
+      | {scratch}/home/dev/shared |
       | shared           |
 
   @INV-12
@@ -68,9 +68,9 @@ Feature: Resolution: every handle resolves, nothing is guessed
 
   @INV-12 @INV-15
   Scenario Outline: a session whose process exists outranks an offline one (<a> and <b>)
-    Given a session "twin-a" in "/home/dev/shared" that is <a>, last seen 1 minute ago
-    And a session "twin-b" in "/home/dev/shared" that is <b>, last seen 2 minutes ago
-    When I resolve "/home/dev/shared"
+    Given a session "twin-a" in "{scratch}/home/dev/shared" that is <a>, last seen 1 minute ago
+    And a session "twin-b" in "{scratch}/home/dev/shared" that is <b>, last seen 2 minutes ago
+    When I resolve "{scratch}/home/dev/shared"
     Then it resolves to "<winner>"
 
     Examples:
@@ -80,7 +80,7 @@ Feature: Resolution: every handle resolves, nothing is guessed
 
   @INV-12 @should
   Scenario: an unknown handle is refused, offering the sessions that can be reached
-    Given an offline session "ghost" in "/home/dev/ghost" last seen 1 hour ago
+    Given an offline session "ghost" in "{scratch}/home/dev/ghost" last seen 1 hour ago
     When I send "anyone?" to "nobody"
     Then the send is refused as "unknown_target" with handle "nobody"
     And the refusal offers the reachable sessions "gtm-summoner", "cache" and "dashboard"
@@ -111,6 +111,6 @@ Feature: Resolution: every handle resolves, nothing is guessed
 
   @INV-12 @INV-13
   Scenario: handles of different kinds naming one session collapse, in the order first named
-    When I send "fan-out" to "cache-fix", "dashboard" and "/home/dev/cache-fix"
+    When I send "fan-out" to "cache-fix", "dashboard" and "{scratch}/home/dev/cache-fix"
     Then the send is queued for "cache" and "dashboard"
     And the mailbox of "cache" holds 1 message

@@ -7,7 +7,7 @@ Feature: Sweeps: messages outrank tidiness
 
   @INV-17
   Scenario Outline: a record is swept only when all three conditions hold (<presence>, <unseen>, <queued> queued)
-    Given a session "old" in "/home/dev/old" that is <presence>, last seen <unseen> ago
+    Given a session "old" in "{scratch}/home/dev/old" that is <presence>, last seen <unseen> ago
     And "old" has <queued> messages queued
     When the post office is swept
     Then the record of "old" was <fate>
@@ -23,7 +23,7 @@ Feature: Sweeps: messages outrank tidiness
 
   @INV-17
   Scenario: a session offline for a year keeps its mail, its mailbox and its record
-    Given an offline session "hermit" in "/home/dev/hermit" last seen 365 days ago
+    Given an offline session "hermit" in "{scratch}/home/dev/hermit" last seen 365 days ago
     And I sent "still waiting for you" to "hermit"
     And the clock advances by 365 days
     When the post office is swept
@@ -44,7 +44,7 @@ Feature: Sweeps: messages outrank tidiness
 
   @INV-17
   Scenario: an empty mailbox folder that no record names is swept; a registered one is kept
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     And an empty mailbox folder for "alice"
     And an empty mailbox folder for "s-0123456789ab"
     When the post office is swept
@@ -54,7 +54,7 @@ Feature: Sweeps: messages outrank tidiness
 
   @INV-17
   Scenario: a swept record takes its empty mailbox folder with it
-    Given an offline session "gone" in "/home/dev/gone" last seen 30 days ago
+    Given an offline session "gone" in "{scratch}/home/dev/gone" last seen 30 days ago
     And an empty mailbox folder for "gone"
     When the post office is swept
     Then the record of "gone" was removed
@@ -89,7 +89,7 @@ Feature: Sweeps: messages outrank tidiness
 
   @INV-17 @INV-03
   Scenario: in the registry, a record write in flight for more than 36 hours is swept; one of 36 hours is kept
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     And the registry holds a record write in flight ".s-0123456789ab.0a1b2c3d.tmp", last modified 36 hours and 1 ms ago
     And the registry holds a record write in flight ".s-0123456789ab.4e5f6a7b.tmp", last modified 36 hours ago
     When the post office is swept
