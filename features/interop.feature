@@ -3,11 +3,11 @@ Feature: Wire compatibility with pi-post 0.7, both directions
   would read: the golden files in tests/fixtures/interop are real output of
   the reference, and the registry its transcripts were made with.
 
-  @INV-21
+  @INV-21 @must
   Scenario: every message file the reference wrote parses to exactly its content
     Then every message file the reference wrote parses, its id matching its file name
 
-  @INV-21 @INV-07
+  @INV-21 @INV-07 @must
   Scenario Outline: mail the reference queued for <address> is drained oldest first, as written
     Given the message files the reference wrote are in their mailboxes
     When "<address>" takes every message
@@ -20,7 +20,7 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | s-6bb4b1bc7f53 |
       | s-52c78af935a3 |
 
-  @INV-21
+  @INV-21 @must
   Scenario Outline: pipost writes the bytes the reference wrote: "<body>" to <target>
     Given the registry the reference's transcripts were made with, its live session running
     And I am working in "{scratch}/home/dev/gtm"
@@ -34,7 +34,7 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | cache-fix    | ping                               | s-52c78af935a3 | 1796078535542 | s-d51010b8f7a1 | s-d51010b8f7a1--1796078535542-42015a25.json              |
       | gtm-summoner | are you there?                     | none           | 1796078536114 | s-52c78af935a3 | s-52c78af935a3--1796078536114-ab36f83c.json              |
 
-  @INV-21 @INV-09
+  @INV-21 @INV-09 @must
   Scenario: pipost writes the reference's letter of exactly 32768 bytes of "é"
     Given the registry the reference's transcripts were made with, its live session running
     And I am working in "{scratch}/home/dev/gtm"
@@ -42,7 +42,7 @@ Feature: Wire compatibility with pi-post 0.7, both directions
     When I send a body of 16384 "é" characters to "cache-fix"
     Then the letter pipost wrote to "s-d51010b8f7a1" is the reference's "s-d51010b8f7a1--1796078535934-7739307a.json" but for its random part
 
-  @INV-21 @INV-15
+  @INV-21 @INV-15 @must
   Scenario: sessions the reference registered are listed as the reference listed them
     Given the registry the reference's transcripts were made with, its live session running
     When I list the sessions
@@ -54,7 +54,7 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | cache-fix-d510 | offline  |
     And 2 sessions are hidden
 
-  @INV-21 @INV-15
+  @INV-21 @INV-15 @must
   Scenario: with --all, every session the reference registered is listed, queued mail counted
     Given the registry the reference's transcripts were made with, its live session running
     And I am working in "{scratch}/home/dev/gtm"
@@ -70,7 +70,7 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | dashboard      | offline  | 2      |
       | old-idea       | offline  | 0      |
 
-  @INV-21 @INV-13
+  @INV-21 @INV-13 @must
   Scenario Outline: "<handle>" resolves as the reference resolved it
     Given the registry the reference's transcripts were made with, its live session running
     And I am working in "{scratch}/home/dev/gtm"
@@ -87,7 +87,7 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | 019a3f30-1111-7222-8333-444455556666 | dashboard      |
       | 019a3f30                             | dashboard      |
 
-  @INV-21 @INV-12
+  @INV-21 @INV-12 @must
   Scenario Outline: "<handle>" is refused as the reference refused it
     Given the registry the reference's transcripts were made with, its live session running
     And I am working in "{scratch}/home/dev/gtm"
@@ -103,7 +103,7 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | {scratch}/home/dev/shared    | ambiguous_target | and candidates "s-1cd883c34fbb" and "s-747efe845211"   |
       | {scratch}/home/dev/old       | ambiguous_target | and candidates "s-6bb4b1bc7f53" and "s-f5e9b8d9f56c"   |
 
-  @INV-21 @INV-12
+  @INV-21 @INV-12 @must
   Scenario: a fan-out whose handles name one session twice deposits once per session, as the reference did
     Given the registry the reference's transcripts were made with, its live session running
     And I am working in "{scratch}/home/dev/gtm"

@@ -13,7 +13,7 @@ Feature: Resolution: every handle resolves, nothing is guessed
     And I am working in "{scratch}/home/dev/gtm"
     And my home is "{scratch}/home/dev"
 
-  @INV-13
+  @INV-13 @must
   Scenario Outline: a session is found by its <kind>
     When I resolve "<handle>"
     Then it resolves to "<session>"
@@ -34,7 +34,7 @@ Feature: Resolution: every handle resolves, nothing is guessed
       | unique session id prefix   | 019a3f30                             | dashboard    |
       | prefix in capitals         | 019A3F30-1111                        | dashboard    |
 
-  @INV-13
+  @INV-13 @must
   Scenario: a path through a symlink finds the session in the real directory
     Given a directory "{scratch}/real/project" and a symlink "{scratch}/link" to "{scratch}/real"
     And a live session "linked" in "{scratch}/link/project"
@@ -42,13 +42,13 @@ Feature: Resolution: every handle resolves, nothing is guessed
     Then it resolves to "linked"
     And the record of "linked" names the directory "{scratch}/real/project" and the pid of its process
 
-  @INV-13
+  @INV-13 @must
   Scenario: a hex-looking handle that is no session id is tried as a name
     Given a live session "deadbeef" in "{scratch}/home/dev/hex"
     When I resolve "deadbeef"
     Then it resolves to "deadbeef"
 
-  @INV-12
+  @INV-12 @must
   Scenario Outline: two live sessions in one directory are never guessed between (<handle>)
     Given a live session "twin-a" in "{scratch}/home/dev/shared"
     And a live session "twin-b" in "{scratch}/home/dev/shared"
@@ -61,12 +61,12 @@ Feature: Resolution: every handle resolves, nothing is guessed
       | {scratch}/home/dev/shared |
       | shared           |
 
-  @INV-12
+  @INV-12 @must
   Scenario: a prefix that two session ids share is refused, listing both
     When I resolve "019a3f2e"
     Then it is refused as "ambiguous_target" with handle "019a3f2e" and candidates "gtm-summoner" and "cache"
 
-  @INV-12 @INV-15
+  @INV-12 @INV-15 @must
   Scenario Outline: a session whose process exists outranks an offline one (<a> and <b>)
     Given a session "twin-a" in "{scratch}/home/dev/shared" that is <a>, last seen 1 minute ago
     And a session "twin-b" in "{scratch}/home/dev/shared" that is <b>, last seen 2 minutes ago
@@ -86,30 +86,30 @@ Feature: Resolution: every handle resolves, nothing is guessed
     And the refusal offers the reachable sessions "gtm-summoner", "cache" and "dashboard"
     And nothing was written
 
-  @INV-12
+  @INV-12 @must
   Scenario: seven hex characters are not a session id prefix
     When I resolve "019a3f3"
     Then it is refused as "unknown_target" with handle "019a3f3"
 
-  @INV-12
+  @INV-12 @must
   Scenario: one unknown target refuses the whole send
     When I send "fan-out" to "cache-fix", "nobody" and "dashboard"
     Then the send is refused as "unknown_target" with handle "nobody"
     And nothing was written
 
-  @INV-12
+  @INV-12 @must
   Scenario: more than eight targets are a broadcast, and refused
     When I send "to all" to "dashboard" 9 times over
     Then the send is refused as "too_many_targets" with count 9 and cap 8
     And nothing was written
 
-  @INV-12 @INV-13
+  @INV-12 @INV-13 @must
   Scenario: eight handles for one session make one deposit
     When I send "once only" to "dashboard" 8 times over
     Then the send is queued for "dashboard"
     And the mailbox of "dashboard" holds 1 message
 
-  @INV-12 @INV-13
+  @INV-12 @INV-13 @must
   Scenario: handles of different kinds naming one session collapse, in the order first named
     When I send "fan-out" to "cache-fix", "dashboard" and "{scratch}/home/dev/cache-fix"
     Then the send is queued for "cache" and "dashboard"
