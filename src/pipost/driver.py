@@ -286,8 +286,8 @@ class InProcessDriver:
     def op_resolve(self, handle: str, cwd: str, home: str | None = None) -> Result:
         """Resolve one handle as a send would, from ``cwd`` (and ``home`` for ``~``).
         Result: a session (its ``record`` None for a mailbox with no record);
-        refused, with the candidates or the reachable sessions in the text, when it
-        does not name one session."""
+        refused (unknown_target with the reachable sessions, ambiguous_target with the
+        candidates) when it does not name one session."""
         target = self.post.resolve(handle, self._caller(cwd, home))
         if target.candidate is not None:
             return self._session(target.candidate)
