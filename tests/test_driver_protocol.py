@@ -8,7 +8,9 @@ import io
 import json
 import subprocess
 import sys
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +150,25 @@ def test_null_for_a_defaulted_argument_is_a_misuse(
     with pytest.raises(DriverError, match=f"{op}: {name} is null; leave an argument out"):
         driver.call(op, **args)
     assert not (tmp_path / "post").exists(), "a misuse did nothing"
+
+
+def test_the_arguments_of_an_operation_are_checked_against_types_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading type hints costs more than most operations: once per operation, for
+    every driver, and the check still refuses a mistyped argument."""
+    read: list[object] = []
+    real = typing.get_type_hints
+
+    def counted(thing: Any) -> dict[str, Any]:
+        read.append(thing)
+        return real(thing)
+
+    monkeypatch.setattr(typing, "get_type_hints", counted)
+    for world in ("a", "b"):
+        driver = InProcessDriver(tmp_path / world, home=str(tmp_path))
+        for ms in (1, 2):
+            driver.call("advance_clock", ms=ms)
+        with pytest.raises(DriverError, match="advance_clock: ms must be"):
+            driver.call("advance_clock", ms="3")
+    assert len(read) <= 1, read

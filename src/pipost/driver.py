@@ -820,16 +820,28 @@ def _check_arguments(op: str, operation: Callable[..., Result], args: dict[str, 
     A defaulted argument is an omitted key (docs/conformance.md): null is no value of
     any argument, so a caller that sends it for "the default" is told so, not
     silently served the default."""
+    signature, hints = _signature_of(operation)
     try:
-        inspect.signature(operation).bind(**args)
+        signature.bind(**args)
     except TypeError as error:
         raise DriverError(f"{op}: {error}") from None
-    hints = typing.get_type_hints(operation)
     for name, value in args.items():
         if value is None:
             raise DriverError(f"{op}: {name} is null; leave an argument out for its default")
         if not _conforms(value, hints[name]):
             raise DriverError(f"{op}: {name} must be {hints[name]}, not {value!r}")
+
+
+_SIGNATURES: dict[object, tuple[inspect.Signature, dict[str, Any]]] = {}
+
+
+def _signature_of(operation: Callable[..., Result]) -> tuple[inspect.Signature, dict[str, Any]]:
+    """An operation's parameters and their types, read once per method: reading the
+    type hints costs more than most operations do."""
+    method = getattr(operation, "__func__", operation)  # the same for every driver
+    if method not in _SIGNATURES:
+        _SIGNATURES[method] = (inspect.signature(operation), typing.get_type_hints(operation))
+    return _SIGNATURES[method]
 
 
 def _conforms(value: object, hint: object) -> bool:
