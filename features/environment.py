@@ -11,6 +11,9 @@ What runs the scenarios is chosen with behave's userdata:
     -D impl="<command>"   the driver scenarios talk to <command> over JSON lines
     -D cli="<command>"    the @cli scenarios run <command> (a CLI as in SPEC 8)
     -D verdicts=<file>    verdicts per assertion: one JSON line per scenario
+    -D validate=1         check every request and answer against the protocol's
+                          schema (or PIPOST_VALIDATE=1, as tools/conformance.py sets)
+    -D timeout=<seconds>  how long a call to impl may take (or PIPOST_TIMEOUT; 60)
 
 With impl and not cli, the @cli scenarios are skipped; with cli and not impl,
 everything else is (a CLI-only implementation). With cli, the @cli scenarios
@@ -43,7 +46,6 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from behave.model import Feature, Scenario, Step
@@ -54,11 +56,12 @@ from pipost.driver import (
     CallTimedOut,
     Driver,
     DriverError,
-    InProcessDriver,
     Json,
     Result,
     SubprocessDriver,
     TransportError,
+    open_driver,
+    pipost_implementation,
 )
 
 STEPS = Path(__file__).parent / "steps"
@@ -181,20 +184,16 @@ class RecordedDriver:
 
 
 class RecordedSubprocessDriver(SubprocessDriver):
-    """The transport to an implementation, its calls recorded, ``open`` included;
-    the answer to the last ``open`` is kept (the implementation's name, version,
-    language)."""
+    """The transport to an implementation, its calls recorded, ``open`` included."""
 
-    def __init__(self, command: str, recorder: Recorder) -> None:
-        super().__init__(command)
+    def __init__(
+        self, command: str, recorder: Recorder, *, timeout_s: float, validate: bool
+    ) -> None:
+        super().__init__(command, timeout_s=timeout_s, validate=validate)
         self.recorder = recorder
-        self.opened: Result = {}
 
     def call(self, op: str, **args: Json) -> Result:
-        result = self.recorder.record(op, args, lambda: SubprocessDriver.call(self, op, **args))
-        if op == "open":
-            self.opened = result
-        return result
+        return self.recorder.record(op, args, lambda: SubprocessDriver.call(self, op, **args))
 
 
 @dataclass
@@ -249,20 +248,22 @@ class Implementation:
 def _implementation(userdata: dict[str, str]) -> Implementation:
     impl, cli = userdata.get("impl"), userdata.get("cli")
     recorder = Recorder()
+    validate = (userdata.get("validate") or os.environ.get("PIPOST_VALIDATE")) == "1"
+    timeout_s = float(userdata.get("timeout") or os.environ.get("PIPOST_TIMEOUT") or 60)
     if not impl:
         return Implementation(
             open_driver=lambda root, home: RecordedDriver(
-                InProcessDriver(root, home=home), recorder
+                open_driver(root, home=home, validate=validate), recorder
             ),
             cli=shlex.split(cli) if cli else None,
             run_cli=True,
             external=None,
             capabilities=None,
             cli_only=bool(cli),
-            about={"name": "pipost", "version": metadata.version("pipost"), "language": "Python"},
+            about=pipost_implementation(),
             recorder=recorder,
         )
-    external = RecordedSubprocessDriver(impl, recorder)
+    external = RecordedSubprocessDriver(impl, recorder, timeout_s=timeout_s, validate=validate)
     probe = Path(tempfile.mkdtemp(prefix="pipost-capabilities-"))
     try:
         external.open(probe / "post", home=str(probe))
@@ -282,7 +283,7 @@ def _implementation(userdata: dict[str, str]) -> Implementation:
         external=external,
         capabilities={str(op) for op in ops},
         cli_only=False,
-        about=external.opened.get("implementation"),
+        about=external.implementation,
         recorder=recorder,
     )
 

@@ -877,6 +877,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         metavar="INV-NN|must",
         help="exit 1 unless these rows pass their MUST scenarios ('must': every MUST row)",
     )
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="check every request and answer against schemas/driver.v1 (a violation errs)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
+    )
     return parser.parse_args(argv)
 
 
@@ -947,6 +955,9 @@ def apply_expectations(run: Run, expectations: dict[str, str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     here = Path.cwd()
+    # behave and the state machines read both from the environment they inherit.
+    os.environ["PIPOST_TIMEOUT"] = str(args.timeout)
+    os.environ["PIPOST_VALIDATE"] = "1" if args.validate else ""
     if args.list:
         features = [str(here / path) for path in args.features]
         print_list(
