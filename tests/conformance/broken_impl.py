@@ -11,6 +11,7 @@ stale-presence  ``record`` reports every session that has a record live, a crash
                 shut down one included (INV-15)
 count-errors    ``count`` is offered but answers an error, as a shim that crashes in it
                 would: the scenarios calling it end in an error, which fails no row
+count-hangs     ``count`` never answers: the scenarios calling it time out
 
 With no --fault, oversize-body and unlink-first are on. --lacks leaves an operation
 out of the capabilities (and refuses it), as a port that has not written it yet would.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from pipost import files, host, mailbox, message
@@ -28,7 +30,9 @@ from pipost.driver import DriverError, InProcessDriver, Json, RecordingContext, 
 from pipost.message import Sender
 from pipost.resolve import Caller
 
-FAULTS = ("oversize-body", "unlink-first", "stale-presence", "count-errors")
+FAULTS = ("oversize-body", "unlink-first", "stale-presence", "count-errors", "count-hangs")
+HANG_S = 3600
+"""Long enough for any per-call timeout; the suite kills a toy that hangs."""
 DEFAULT_FAULTS = ("oversize-body", "unlink-first")
 
 
@@ -45,6 +49,8 @@ class BrokenDriver(InProcessDriver):
             raise DriverError(f"unknown operation {op!r} (see capabilities)")
         if op == "count" and "count-errors" in self.faults:
             raise DriverError("count: the toy crashed counting")
+        if op == "count" and "count-hangs" in self.faults:
+            time.sleep(HANG_S)
         result = super().call(op, **args)
         if op == "record" and "stale-presence" in self.faults and result["record"] is not None:
             return {**result, "presence": "live"}

@@ -243,6 +243,26 @@ def test_an_error_answer_is_an_error_of_the_scenario_not_a_failure(tmp_path: Pat
     assert not any("fail" in results.values() for results in errors.results().values())
 
 
+def test_an_unanswered_call_is_a_timeout_and_the_next_scenario_runs(tmp_path: Path) -> None:
+    hangs = run(
+        tmp_path,
+        *("--impl", f"{BROKEN} --fault count-hangs", "--timeout", "1"),
+        *("--features", "features/mailbox.feature"),
+        *("--name", "taken oldest first|the order comes from the ids"),
+        "--no-machines",
+    )
+    outcomes = hangs.outcomes()
+    taken = "mailbox/messages-are-taken-oldest-first-and-a-taken-message-is-gone"
+    assert outcomes == {
+        taken: "timeout",
+        # it counts nothing, and runs after the timeout, on the implementation restarted
+        "mailbox/the-order-comes-from-the-ids-not-from-when-the-files-appeared": "pass",
+    }
+    assert "CallTimedOut: count: no answer within 1 s" in hangs.scenario(taken)["error"]
+    assert set(hangs.results()[taken].values()) == {"timeout"}
+    assert hangs.code == 1
+
+
 def test_expected_failures_keep_the_run_green_until_one_passes(tmp_path: Path) -> None:
     expectations = tmp_path / "expected.txt"
     faulty = ["--impl", f"{BROKEN} --fault oversize-body", *SELECTION]
