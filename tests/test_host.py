@@ -339,10 +339,11 @@ def test_the_drivers_take_sets_a_letter_aside_logged_as_a_session_logs_it(
     result = driver.call("take", address=ADDRESS)
 
     reason = (Path(quarantine.quarantine_of(root, ADDRESS)) / (bad_name + ".reason")).read_text()
-    assert result["set_aside"] == [{"name": bad_name, "reason": reason.strip()}]
+    text = reason.strip()
+    assert result["set_aside"] == [{"name": bad_name, "reason": {"code": "not_json", "text": text}}]
     assert result["message"] == to_json(message)
     logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
-    assert logged == [(bad_name, "?", f"malformed: {reason.strip()}")]
+    assert logged == [(bad_name, "?", f"malformed: {text}")]
 
 
 # -- what a drain reports ------------------------------------------------------------

@@ -315,7 +315,7 @@ FAULTS: tuple[Fault, ...] = (
         _one(
             "message.py",
             "    if message.reply_to is not None and not is_address(message.reply_to):\n"
-            '        return "replyTo is not an address"\n',
+            '        return bad_field("replyTo", "replyTo is not an address")\n',
             "",
         ),
         (

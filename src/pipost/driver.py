@@ -303,12 +303,12 @@ class InProcessDriver:
         A letter that is not a message is set aside (never delivered, never
         destroyed), logged as a receiving session logs it, and the next one is
         tried. Result: ``{"message": wire message or None, "set_aside": [{"name",
-        "reason"}, ...]}``."""
+        "reason": rejection}, ...]}``."""
         set_aside: list[Json] = []
         for claim in mailbox.claims(self.root, _address(address)):
             if isinstance(claim.content, Rejected):
                 host.set_aside(self.post, claim, claim.content.reason)
-                set_aside.append({"name": claim.name, "reason": claim.content.reason})
+                set_aside.append(_set_aside(claim.name, claim.content))
                 continue
             claim.dispose()
             return {"message": message.to_json(claim.content), "set_aside": set_aside}
@@ -336,7 +336,7 @@ class InProcessDriver:
         return {
             "entered": list[Json](context.entries),
             "dropped": _reasons(outcomes, Action.DROP),
-            "set_aside": _reasons(outcomes, Action.SET_ASIDE),
+            "set_aside": [_set_aside(o.name, o.rejected) for o in outcomes if o.rejected],
         }
 
     # -- tidying ------------------------------------------------------------------------
@@ -364,7 +364,7 @@ class InProcessDriver:
     ) -> Result:
         """Parse one letter given as ``text`` or as bytes in ``raw_base64``; with
         ``file_name``, the id must match it. Result: ``{"message": wire message}`` or
-        ``{"rejected": reason}``."""
+        ``{"rejected": rejection}``."""
         if (text is None) == (raw_base64 is None):
             raise DriverError("parse takes exactly one of text and raw_base64")
         if text is not None:
@@ -377,7 +377,7 @@ class InProcessDriver:
                 raise DriverError(f"raw_base64 is not base64: {error}") from None
         parsed = message.parse(raw, file_name)
         if isinstance(parsed, Rejected):
-            return {"rejected": parsed.reason}
+            return {"rejected": _rejection(parsed)}
         return {"message": message.to_json(parsed)}
 
     # -- helpers ------------------------------------------------------------------------
@@ -659,8 +659,19 @@ def _reasons(outcomes: list[Outcome], action: Action) -> list[Json]:
 
 def _letter(name: str, content: message.Message | Rejected) -> Result:
     if isinstance(content, Rejected):
-        return {"name": name, "rejected": content.reason}
+        return {"name": name, "rejected": _rejection(content)}
     return {"name": name, "message": message.to_json(content)}
+
+
+def _set_aside(name: str, rejected: Rejected) -> Json:
+    """An entry of ``set_aside`` (take, deliver): the letter and why it is no message."""
+    return {"name": name, "reason": _rejection(rejected)}
+
+
+def _rejection(rejected: Rejected) -> Result:
+    """Why bytes are not a message, as the protocol carries it: the code, pipost's
+    words and the code's facts (docs/conformance.md, "Values")."""
+    return {"code": rejected.code, "text": rejected.reason, **rejected.facts}
 
 
 def _check_arguments(op: str, operation: Callable[..., Result], args: dict[str, Json]) -> None:

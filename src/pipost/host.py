@@ -399,8 +399,9 @@ class Host:
             decision = self._decide(content, at_startup, now)
             action, reason = decision.action, decision.reason
             if action is Action.SET_ASIDE:
-                assert reason is not None  # the rejection says why
+                assert isinstance(content, Rejected) and reason is not None  # it says why
                 reason = set_aside(self.post, claim, reason)
+                return Outcome(claim.name, action, reason, rejected=content)
             elif action is Action.DROP:
                 assert message is not None and reason is not None  # decide() says why
                 self._log(claim, message.sender.key, reason)
