@@ -626,6 +626,12 @@ class SubprocessDriver:
             return what
         return f"{what} (it exited with status {status})"
 
+    @property
+    def pid(self) -> int | None:
+        """The implementation's process while it runs, for what a scenario measures
+        of it from outside (how much it read); None when it is not running."""
+        return None if self._process is None else self._process.pid
+
 
 _SHARED: dict[str, SubprocessDriver] = {}
 
