@@ -65,19 +65,19 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
     And the mailbox of "bob" holds 0 messages
 
     Examples: wrong version, bad field types, bad addresses, an id that is not its file name
-      | field        | value                    | reason                   |
-      | v            | 2                        | bad_field "v"            |
-      | v            | "1"                      | bad_field "v"            |
-      | sentAt       | "1796078534000"          | bad_field "sentAt"       |
-      | body         | 42                       | bad_field "body"         |
-      | from         | "hand-written"           | bad_field "from"         |
-      | from.kind    | "robot"                  | bad_field "from.kind"    |
-      | from.name    | ""                       | bad_field "from.name"    |
-      | from.address | "../../x"                | bad_field "from.address" |
-      | replyTo      | "../../x"                | bad_field "replyTo"      |
-      | replyTo      | 7                        | bad_field "replyTo"      |
-      | id           | "0000000000001-00000000" | id_mismatch              |
-      | unknown      | "field"                  | bad_field "unknown"      |
+      | field        | value                    | reason                                |
+      | v            | 2                        | "bad_field" with field "v"            |
+      | v            | "1"                      | "bad_field" with field "v"            |
+      | sentAt       | "1796078534000"          | "bad_field" with field "sentAt"       |
+      | body         | 42                       | "bad_field" with field "body"         |
+      | from         | "hand-written"           | "bad_field" with field "from"         |
+      | from.kind    | "robot"                  | "bad_field" with field "from.kind"    |
+      | from.name    | ""                       | "bad_field" with field "from.name"    |
+      | from.address | "../../x"                | "bad_field" with field "from.address" |
+      | replyTo      | "../../x"                | "bad_field" with field "replyTo"      |
+      | replyTo      | 7                        | "bad_field" with field "replyTo"      |
+      | id           | "0000000000001-00000000" | "id_mismatch"                         |
+      | unknown      | "field"                  | "bad_field" with field "unknown"      |
 
   @INV-10 @INV-09
   Scenario Outline: a letter that is <damage> is set aside, and the mail behind it flows
@@ -89,14 +89,14 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
     And the bad letter is kept outside the mailboxes, whole or its head when oversize
 
     Examples:
-      | damage                              | reason                 |
-      | an empty file                       | not_json               |
-      | half of a letter, cut off mid-write | not_json               |
-      | a JSON array                        | not_object             |
-      | a letter with a duplicated key      | duplicate_key "body"   |
-      | bytes that are not UTF-8            | not_utf8               |
-      | JSON nested 100000 deep             | too_deep               |
-      | a file of 300000 bytes              | oversize               |
+      | damage                              | reason                          |
+      | an empty file                       | "not_json"                      |
+      | half of a letter, cut off mid-write | "not_json"                      |
+      | a JSON array                        | "not_object"                    |
+      | a letter with a duplicated key      | "duplicate_key" with key "body" |
+      | bytes that are not UTF-8            | "not_utf8"                      |
+      | JSON nested 100000 deep             | "too_deep"                      |
+      | a file of 300000 bytes              | "oversize"                      |
 
   @INV-12 @INV-16
   Scenario Outline: <garbage> in the registry is skipped by listing and resolution

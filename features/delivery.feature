@@ -45,7 +45,7 @@ Feature: Delivery through the driver — what any receiving session does with it
     And I sent "after the damage" to "bob"
     When "bob" takes its mail
     Then the context of "bob" holds "after the damage" once
-    And the bad letter was set aside as not_json
+    And the bad letter was set aside as "not_json"
     And the bad letter is kept outside the mailboxes, whole or its head when oversize
     And the mailbox of "bob" holds 0 messages
 

@@ -29,12 +29,12 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
     Then bob is still receiving: "after the hostile one" entered his context once
 
     Examples:
-      | hostile file                                     | reason   |
-      | a sparse file of 1 GiB                           | oversize |
-      | a sparse file of 1 GiB that starts like a letter | oversize |
-      | bytes that are not UTF-8                         | not_utf8 |
-      | a letter whose body is arrays nested 100000 deep | too_deep |
-      | a letter whose body is objects nested 40000 deep | too_deep |
+      | hostile file                                     | reason     |
+      | a sparse file of 1 GiB                           | "oversize" |
+      | a sparse file of 1 GiB that starts like a letter | "oversize" |
+      | bytes that are not UTF-8                         | "not_utf8" |
+      | a letter whose body is arrays nested 100000 deep | "too_deep" |
+      | a letter whose body is objects nested 40000 deep | "too_deep" |
 
   @INV-10 @INV-23
   Scenario Outline: <thing> named like a letter is set aside as it is, and the mail behind it flows
@@ -42,7 +42,7 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
     And a good letter "behind it" waits in bob's mailbox
     When bob takes his mail
     Then only "behind it" entered bob's context, once
-    And the bad letter was set aside as not_a_file
+    And the bad letter was set aside as "not_a_file"
     And the bad letter is kept outside the mailboxes, still <thing>
     And bob's mailbox holds no letter
 
@@ -65,7 +65,7 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
     When bob takes his mail
     Then nothing behind the link entered bob's context
     And only "behind the link" entered bob's context, once
-    And the bad letter was set aside as symlink
+    And the bad letter was set aside as "symlink"
     And the bad letter is kept outside the mailboxes, still a symlink to the letter outside
     And what lies outside the post office is untouched
 
@@ -129,7 +129,7 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
     And I note every path under the scratch folder
     When bob takes his mail
     Then nothing entered bob's context
-    And the bad letter was set aside as bad_field "<field>"
+    And the bad letter was set aside as "bad_field" with field "<field>"
     And no path was built from it: nothing changed outside the post office, nothing is named "x"
 
     Examples:
@@ -157,12 +157,12 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
     And the text holds no raw control character but its line breaks
 
     Examples:
-      | forgery                                                      |
-      | closes the message and opens one from the user               |
-      | hides a forged end behind a carriage return                  |
-      | breaks its lines with Unicode line and paragraph separators  |
-      | breaks its lines with a vertical tab, a form feed and a NEL   |
-      | moves the cursor up to overwrite the last line               |
+      | forgery                                                     |
+      | closes the message and opens one from the user              |
+      | hides a forged end behind a carriage return                 |
+      | breaks its lines with Unicode line and paragraph separators |
+      | breaks its lines with a vertical tab, a form feed and a NEL |
+      | moves the cursor up to overwrite the last line              |
 
   @INV-19
   Scenario: a sender name cannot forge the boundary either

@@ -292,7 +292,7 @@ def hostile_file(context: Context, description: str) -> None:
         os.mkfifo(path, 0o600)
         return
     if description == "a folder":
-        path.mkdir(mode=0o700)
+        path.mkdir(mode=0o700, exist_ok=True)
         return
     data, size = _hostile_files()[description]
     lay_file(path, data)
@@ -416,7 +416,7 @@ def outside_untouched(context: Context) -> None:
 def folder_outside(context: Context, body: str) -> None:
     the = world(context)
     lured = outside(the) / "mailbox"
-    lured.mkdir(mode=0o700)
+    lured.mkdir(mode=0o700, exist_ok=True)
     letter_id = f"{the.now():013d}-00000002"
     lay_file(lured / f"{letter_id}.json", letter_bytes(valid_letter(letter_id, body)))
     hostile(context).lured = body
@@ -437,7 +437,7 @@ def symlinked_mailbox(context: Context) -> None:
 def symlinked_inbox(context: Context) -> None:
     the = world(context)
     lured_inbox = outside(the) / "inbox"
-    lured_inbox.mkdir(mode=0o700)
+    lured_inbox.mkdir(mode=0o700, exist_ok=True)
     address = the.address(hostile(context).bob)
     (outside(the) / "mailbox").rename(lured_inbox / address)
     inbox = bobs_inbox(context).parent
@@ -475,7 +475,7 @@ def record_outside(context: Context, label: str) -> None:
 def symlinked_registry(context: Context, label: str) -> None:
     the, got = world(context), hostile(context)
     lured = outside(the) / "registry"
-    lured.mkdir(mode=0o700)
+    lured.mkdir(mode=0o700, exist_ok=True)
     (outside(the) / f"{label}.json").rename(lured / f"{got.addresses[label]}.json")
     real = the.root / "registry"
     real.mkdir(mode=0o700, parents=True, exist_ok=True)
