@@ -151,12 +151,12 @@ def bad_field(field: str, reason: str) -> Rejected:
 
 
 class EnvelopeError(ValueError):
-    """An envelope the message rules refuse at the sender; ``rejected`` says which
-    field, in the words the parser gives for a letter on disk."""
+    """An envelope the message rules refuse at the sender: ``field`` names the field
+    (dotted: ``from.name``), the text is the parser's for a letter on disk."""
 
-    def __init__(self, rejected: Rejected) -> None:
-        super().__init__(rejected.reason)
-        self.rejected = rejected
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
 
 
 class BodyError(ValueError):
@@ -210,7 +210,8 @@ def new_message(
     )
     problem = _check_envelope(message)
     if problem is not None:
-        raise EnvelopeError(problem)
+        assert problem.field is not None  # every rule of the envelope names its field
+        raise EnvelopeError(problem.field, problem.reason)
     return message
 
 
