@@ -355,6 +355,18 @@ FAULTS: tuple[Fault, ...] = (
         (tests(MAILBOX_TESTS, "test_deposit_never_replaces_a_letter_with_the_same_id"),),
     ),
     Fault(
+        "a letter is opened through a symlink",
+        _one(
+            "files.py",
+            "_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
+            "_FILE = os.O_RDONLY | os.O_NONBLOCK\n",
+        ),
+        (
+            tests(MAILBOX_TESTS, "test_a_symlinked_letter_is_refused_not_followed"),
+            scenarios("hostile_input.feature", "^a symlink named like a letter is set aside"),
+        ),
+    ),
+    Fault(
         "a bad letter is destroyed, not set aside",
         _one(
             "quarantine.py",
