@@ -247,7 +247,8 @@ def nothing_behind_the_link(context: Context) -> None:
 @then("bob's mailbox holds no letter")
 @checks("INV-10")
 def mailbox_empty(context: Context) -> None:
-    names = os.listdir(bobs_inbox(context))
+    folder = world(context).inbox(hostile(context).bob)
+    names = os.listdir(folder) if folder.is_dir() else []
     assert not [n for n in names if n.endswith(".json") and not n.startswith(".")], names
 
 
