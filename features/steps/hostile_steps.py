@@ -280,7 +280,7 @@ def _hostile_files() -> dict[str, tuple[bytes, int | None]]:
     }
 
 
-NOT_A_FILE = ("a FIFO", "a folder")
+NOT_A_FILE = ("a FIFO", "a folder", "a symlink to a valid letter outside")
 _HOSTILE_FILES = "|".join(re.escape(kind) for kind in [*_hostile_files(), *NOT_A_FILE])
 
 
@@ -294,6 +294,10 @@ def hostile_file(context: Context, description: str) -> None:
         return
     if description == "a folder":
         path.mkdir(mode=0o700, exist_ok=True)
+        return
+    if description == "a symlink to a valid letter outside":
+        letter_outside(context, "reached through a link")
+        symlinked_letter(context)
         return
     data, size = _hostile_files()[description]
     lay_file(path, data)
@@ -390,7 +394,7 @@ def symlinked_letter(context: Context) -> None:
 
 
 @then("the bad letter is kept outside the mailboxes, still a symlink to the letter outside")
-@checks("INV-22")
+@checks("INV-10", "INV-22")
 def symlink_kept(context: Context) -> None:
     """Kept as the link it was: what it points at was neither copied nor moved."""
     the = world(context)
