@@ -156,6 +156,9 @@ class Host:
     message still enters one of them, once (INV-06). False: start() raises
     listeners.AlreadyListening while another one runs."""
     kernel_events: bool = True
+    unlink: Callable[[mailbox.Claim], bool] = mailbox.Claim.dispose_or_hold
+    """The receipt on disk: unlink a claimed letter, or keep the claim and say False
+    when the disk would not (the conformance driver's failing disk stands here)."""
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
     record: Record | None = None
@@ -227,7 +230,7 @@ class Host:
         another receiver wrote since is theirs: it stays as it is."""
         listened = self._watch is not None
         for claim in self._unreceipted.values():
-            if not claim.dispose_or_hold():  # a last try: once released, anyone may take it
+            if not self.unlink(claim):  # a last try: once released, anyone may take it
                 claim.release()  # queued again; a ledger turns it into an unlink next time
         self._unreceipted.clear()
         if self._listening is not None:
@@ -349,7 +352,7 @@ class Host:
         """Take every letter that can be taken now, oldest first; returns what became
         of each one taken (a letter that waits for its next try is left alone)."""
         for name, held in list(self._unreceipted.items()):
-            if held.dispose_or_hold():
+            if self.unlink(held):
                 del self._unreceipted[name]
         outcomes: list[Outcome] = []
         for claim in mailbox.claims(self.root, self.address):
@@ -471,7 +474,7 @@ class Host:
     def _receipt(self, claim: mailbox.Claim) -> None:
         """The unlink of a letter whose fate is decided; one that fails keeps its
         claim until a later drain's unlink succeeds."""
-        if not claim.dispose_or_hold():
+        if not self.unlink(claim):
             self._unreceipted[claim.name] = claim
 
     def _retry_later(self, claim: mailbox.Claim) -> float:
