@@ -35,6 +35,7 @@ import os
 import selectors
 import shlex
 import subprocess
+import threading
 import time
 import types
 import typing
@@ -55,6 +56,9 @@ from pipost.session import to_json as record_json
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 Result: TypeAlias = dict[str, Json]
+
+RACE_IDLE_DRAINS = 1000
+"""How many drains in a row that take nothing end a receiver's part in a race."""
 
 DEFAULT_NOW = 1_796_078_534_257
 """Where the injected clock starts: the moment of the reference CLI's transcripts."""
@@ -356,7 +360,9 @@ class InProcessDriver:
         was still in the mailbox when its text entered, ``wake`` whether it came
         as a steer that wakes the session (false: staged for the first prompt);
         ``dropped`` holds messages let go by the mode (``inbound_refused``) or the
-        guard (``loop_guard``), ``set_aside`` letters that were not messages."""
+        guard (``loop_guard``), ``set_aside`` letters that were not messages. A
+        letter whose entry failed waits for its retry delay, at most 60 s of the
+        world's clock, before the receiver tries it again."""
         if crash not in (None, "after_entry"):
             raise DriverError(f'deliver: crash must be "after_entry", not {crash!r}')
         if trigger not in ("event", "poll"):
@@ -370,22 +376,60 @@ class InProcessDriver:
         taker.resume = resume_mode(resume)
         receiving.context.begin(fail)
         receiving.disk.begin(fail_unlink, crash_after_entry=crash is not None)
-        outcomes = taker.drain(at_startup=starting)
-        result: Result = {
-            "entered": list[Json](receiving.context.entries),
-            "dropped": [
-                {"name": o.name, "reason": _drop_reason(o.reason or "")}
-                for o in outcomes
-                if o.action is Action.DROP
-            ],
-            "set_aside": _reasons(outcomes, Action.SET_ASIDE),
-        }
+        result = _received(receiving.context, taker.drain(at_startup=starting))
         if receiving.disk.crashed:
             receiving.disk.die()  # the kernel drops a dead process's locks
             receiving.host = None
         if crash is not None:
             result["crashed"] = receiving.disk.crashed
         return result
+
+    def op_race(self, session_id: str, receivers: list[str], context: str | None = None) -> Result:
+        """The receivers named in ``receivers`` (two or more, each as in ``deliver``:
+        made on first use with a ``context`` of that kind, else running on) take the
+        mail of ``session_id`` at the same time, each draining again until the
+        mailbox holds nothing more it can take. Result: ``{"receivers": [{"entered",
+        "dropped", "set_aside"}, ...]}``, one per receiver in the order named, each
+        as ``deliver`` reports it."""
+        if len(receivers) < 2 or len(set(receivers)) != len(receivers):
+            raise DriverError("race: receivers names two or more receivers, each once")
+        runs = [self._receiving(name, session_id, context) for name in receivers]
+        takers = [(run, run.host is None, run.host or self._receiver(run)) for run in runs]
+        for run in runs:
+            run.context.begin(0)
+            run.disk.begin(0, crash_after_entry=False)
+        address = address_of(session_id)
+        outcomes: list[list[Outcome]] = [[] for _ in runs]
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(runs))
+
+        def take(index: int) -> None:
+            _, starting, taker = takers[index]
+            try:
+                start.wait()
+                idle = 0
+                while idle < RACE_IDLE_DRAINS and mailbox.count(self.root, address) > 0:
+                    taken = taker.drain(at_startup=starting)
+                    starting = False
+                    outcomes[index] += taken
+                    idle = 0 if taken else idle + 1
+                    if not taken:
+                        time.sleep(0.001)  # the other receivers hold what is left
+            except BaseException as error:  # raised again in the caller's thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=take, args=(n,)) for n in range(len(runs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        return {
+            "receivers": [
+                _received(run.context, taken) for run, taken in zip(runs, outcomes, strict=True)
+            ]
+        }
 
     # -- tidying ------------------------------------------------------------------------
 
@@ -456,6 +500,7 @@ class InProcessDriver:
             receiving.context,
             kernel_events=False,
             unlink=receiving.disk.unlink,
+            monotonic=lambda: self.now / 1000,  # retry delays pass on the world's clock
         )
         receiving.disk.stop = receiving.host.request_stop
         return receiving.host
@@ -778,6 +823,20 @@ def _address(text: str) -> str:
 def _reasons(outcomes: list[Outcome], action: Action) -> list[Json]:
     """The letters that came to ``action``, with the reason logged, oldest first."""
     return [{"name": o.name, "reason": o.reason} for o in outcomes if o.action is action]
+
+
+def _received(context: RecordingContext, outcomes: list[Outcome]) -> Result:
+    """What one receiver's drains took: the entries its context recorded, the
+    messages it dropped and the letters it set aside, oldest first."""
+    return {
+        "entered": list[Json](context.entries),
+        "dropped": [
+            {"name": o.name, "reason": _drop_reason(o.reason or "")}
+            for o in outcomes
+            if o.action is Action.DROP
+        ],
+        "set_aside": _reasons(outcomes, Action.SET_ASIDE),
+    }
 
 
 def _drop_reason(logged: str) -> Result:
