@@ -57,6 +57,8 @@ from pipost.session import to_json as record_json
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 Result: TypeAlias = dict[str, Json]
 
+RACE_ENTRY_S = 0.001
+"""How long an entry takes in a race: long enough for the receivers to overlap."""
 RACE_IDLE_DRAINS = 1000
 """How many drains in a row that take nothing end a receiver's part in a race."""
 
@@ -396,7 +398,7 @@ class InProcessDriver:
         runs = [self._receiving(name, session_id, context) for name in receivers]
         takers = [(run, run.host is None, run.host or self._receiver(run)) for run in runs]
         for run in runs:
-            run.context.begin(0)
+            run.context.begin(0, entry_s=RACE_ENTRY_S)
             run.disk.begin(0, crash_after_entry=False)
         address = address_of(session_id)
         outcomes: list[list[Outcome]] = [[] for _ in runs]
@@ -423,6 +425,8 @@ class InProcessDriver:
             thread.start()
         for thread in threads:
             thread.join()
+        for run in runs:
+            run.context.entry_s = 0.0
         if errors:
             raise errors[0]
         return {
@@ -550,10 +554,13 @@ class RecordingContext:
         self.entries: list[Result] = []
         self._held: set[str] = set()
         self._failures_left = 0
+        self.entry_s = 0.0
+        """How long an entry takes (a race: as a model's does, so receivers overlap)."""
 
-    def begin(self, failures: int) -> None:
+    def begin(self, failures: int, *, entry_s: float = 0.0) -> None:
         self.entries = []
         self._failures_left = failures
+        self.entry_s = entry_s
 
     def holds(self, message_id: str) -> bool | None:
         return message_id in self._held if self.ledger else None
@@ -563,6 +570,7 @@ class RecordingContext:
             self._failures_left -= 1
             return False
         on_disk = (self.inbox / delivery.message.file_name).exists()
+        time.sleep(self.entry_s)
         self.entries.append(
             {
                 "message": message.to_json(delivery.message),
