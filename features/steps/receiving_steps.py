@@ -103,6 +103,12 @@ def deliver(context: Context, label: str, **options: Json) -> dict[str, Json]:
     return result
 
 
+def receiving_for(context: Context, label: str, session: str) -> None:
+    """The scenario's receiver ``label`` receives for ``session`` (a step's premise)."""
+    found = reception(context).receiver(label).session
+    assert found == session, f"{label} is a receiver of {found}, not of {session}"
+
+
 def last_sent_id(the: World) -> str:
     """The id of the last message the scenario sent (the last send's last receipt)."""
     return text_of(the.receipts()[-1]["id"])
@@ -162,6 +168,8 @@ def registry_is_a_file(context: Context) -> None:
 @when(f"{QUOTED} takes its mail")
 @when(f"{QUOTED} takes the mail of {QUOTED}")
 def takes_mail(context: Context, label: str, session: str | None = None) -> None:
+    if session is not None:
+        receiving_for(context, label, session)
     deliver(context, label)
 
 
@@ -188,6 +196,7 @@ def takes_mail_polling(context: Context, label: str) -> None:
 
 @when(f"{QUOTED} takes the mail of {QUOTED}, the disk refusing its unlink")
 def takes_mail_unlink_refused(context: Context, label: str, session: str) -> None:
+    receiving_for(context, label, session)
     deliver(context, label, fail_unlink=1)
 
 
@@ -216,12 +225,13 @@ def race(context: Context, first: str, second: str, session: str) -> None:
     got = reception(context)
     names = [first, second]
     for name in names:
-        assert got.receiver(name).session == session, f"{name} is not a receiver of {session}"
+        receiving_for(context, name, session)
+    kind = got.receiver(first).context
     result = the.call(
         "race",
         session_id=the.session(session).session_id,
         receivers=list[Json](names),
-        context=got.receiver(first).context or "ledger",
+        **({} if kind is None else {"context": kind}),
     )
     for name, taken in zip(names, list_of(result["receivers"]), strict=True):
         got.keep(name, dict_of(taken))
