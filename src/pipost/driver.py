@@ -396,7 +396,7 @@ class InProcessDriver:
         if len(receivers) < 2 or len(set(receivers)) != len(receivers):
             raise DriverError("race: receivers names two or more receivers, each once")
         runs = [self._receiving(name, session_id, context) for name in receivers]
-        takers = [(run, run.host is None, run.host or self._receiver(run)) for run in runs]
+        takers = [(run.host is None, run.host or self._receiver(run)) for run in runs]
         for run in runs:
             run.context.begin(0, entry_s=RACE_ENTRY_S)
             run.disk.begin(0, crash_after_entry=False)
@@ -406,7 +406,7 @@ class InProcessDriver:
         start = threading.Barrier(len(runs))
 
         def take(index: int) -> None:
-            _, starting, taker = takers[index]
+            starting, taker = takers[index]
             try:
                 start.wait()
                 idle = 0
@@ -425,8 +425,6 @@ class InProcessDriver:
             thread.start()
         for thread in threads:
             thread.join()
-        for run in runs:
-            run.context.entry_s = 0.0
         if errors:
             raise errors[0]
         return {
