@@ -1,7 +1,8 @@
 Feature: Receiving — where "delivered" is decided
   A receiving session claims its letters oldest first, lets each through the
   inbound mode and the loop guard, enters it into its context wrapped in the
-  boundary, and only then unlinks the file: the unlink is the sender's receipt.
+  boundary, and only then unlinks the file: the unlink is the sender's receipt
+  (SPEC 3.3, 3.4, 6 and 7).
   A context that fails leaves the letter queued for a retry; a crash before the
   unlink leaves it on disk for the restart; a letter another receiver holds is
   left to it.

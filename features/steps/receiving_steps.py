@@ -402,7 +402,7 @@ def entered_how(context: Context, body: str, label: str, how: str) -> None:
     assert entries[0]["wake"] is wakes, f"wake is {entries[0]['wake']}"
 
 
-# -- the text the model reads (SPEC 7) ----------------------------------------------------
+# -- the text the model reads (SPEC 7.1) --------------------------------------------------
 
 
 def look_at_text(context: Context, label: str) -> list[str]:
