@@ -6,6 +6,7 @@ resume mode, the poll, retries on the world's clock, and drops as codes."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -13,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from pipost import droplog
-from pipost.driver import DriverError, InProcessDriver, Json, Result, SubprocessDriver
+from pipost.driver import (
+    DriverError,
+    InProcessDriver,
+    Json,
+    Result,
+    SubprocessDriver,
+    ValidatingDriver,
+)
 
 SESSION = "bob-session"
 
@@ -274,6 +282,68 @@ def test_a_receivers_context_and_session_are_fixed_when_it_first_runs(
         driver.call("deliver", session_id="alice-session", receiver="one")
     with pytest.raises(DriverError, match="two or more receivers"):
         driver.call("race", session_id=SESSION, receivers=["one", "one"])
+
+
+# -- the protocol's schema ------------------------------------------------------------
+
+
+def test_the_receiving_traffic_validates_against_the_protocols_schema(tmp_path: Path) -> None:
+    world = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    checked = ValidatingDriver(world)
+    checked.call("register", session_id=SESSION, cwd=str(tmp_path), name="bob")
+    for n in range(3):
+        checked.call("send", targets=["bob"], body="same", cwd="/", label=f"process:p{n % 2}")
+    checked.call("deliver", session_id=SESSION, resume="stage", trigger="poll", fail_unlink=1)
+    checked.call("send", targets=["bob"], body="later", cwd="/")
+    checked.call("deliver", session_id=SESSION, context="ledger", crash="after_entry")
+    checked.call("deliver", session_id=SESSION, inbound="refuse")
+    checked.call("send", targets=["bob"], body="raced", cwd="/")
+    result = checked.call("race", session_id=SESSION, receivers=["one", "two"], context="plain")
+    assert len(listed(result["receivers"])) == 2
+
+
+ENTRY = {"message": {}, "text": "t", "on_disk": True}
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "result", "path"),
+    [
+        (
+            "deliver",
+            {"session_id": "a"},
+            {"entered": [ENTRY], "dropped": [], "set_aside": []},
+            "$.result.entered[0]",
+        ),
+        ("deliver", {"session_id": "a", "crash": "before_entry"}, {}, "$.args.crash"),
+        ("deliver", {"session_id": "a", "context": "transcript"}, {}, "$.args.context"),
+        (
+            "deliver",
+            {"session_id": "a"},
+            {
+                "entered": [],
+                "dropped": [{"name": "x.json", "reason": {"code": "loop_guard", "text": "t"}}],
+                "set_aside": [],
+            },
+            "$.result.dropped[0].reason",
+        ),
+        ("race", {"session_id": "a", "receivers": ["one"]}, {}, "$.args.receivers"),
+        (
+            "race",
+            {"session_id": "a", "receivers": ["one", "two"]},
+            {"receivers": [{"entered": []}]},
+            "$.result.receivers[0]",
+        ),
+    ],
+)
+def test_the_schema_catches_a_receiving_request_or_answer_that_breaks_the_protocol(
+    op: str, args: dict[str, Json], result: Result, path: str
+) -> None:
+    class Answers:
+        def call(self, op: str, **args: Json) -> Result:
+            return result
+
+    with pytest.raises(DriverError, match=re.escape(f"breaks the protocol at {path}:")):
+        ValidatingDriver(Answers()).call(op, **args)
 
 
 # -- over JSON lines -------------------------------------------------------------------
