@@ -193,6 +193,7 @@ FAULTS: tuple[Fault, ...] = (
         (
             tests(MAILBOX_TESTS, "test_a_claim_is_exclusive_until_disposed"),
             tests(HOST_TESTS, "test_two_receivers_on_one_address_enter_every_letter_exactly_once"),
+            scenarios("receiving.feature", "^two receivers racing on one address"),
         ),
     ),
     Fault(
@@ -402,6 +403,7 @@ FAULTS: tuple[Fault, ...] = (
                 "test_a_context_with_a_ledger_is_not_entered_again_after_a_crash",
                 "test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once",
             ),
+            scenarios("receiving.feature", "^a receiver that dies between entry and unlink"),
         ),
     ),
     Fault(
@@ -464,6 +466,7 @@ FAULTS: tuple[Fault, ...] = (
                 HOST_TESTS,
                 "test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_another",
             ),
+            scenarios("receiving.feature", "^a letter whose unlink the disk refuses"),
         ),
     ),
     Fault(
