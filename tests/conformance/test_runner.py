@@ -27,7 +27,7 @@ RUNNER = [sys.executable, str(REPO / "tools" / "conformance.py")]
 BROKEN = f"{sys.executable} {REPO / 'tests' / 'conformance' / 'broken_impl.py'}"
 VERDICTS = "tests/conformance/verdict_features"
 RESOLUTION = "features/resolution.feature"
-FEATURES = ["delivery", "bad_input", "resolution"]
+FEATURES = ["receiving", "bad_input", "resolution"]
 SCENARIOS = [
     "oldest first",
     "still on disk",
@@ -186,8 +186,8 @@ def test_a_broken_implementation_fails_the_rows_of_what_it_breaks_and_nothing_el
         "a-letter-is-still-on-disk-when-its-text-enters-the-context-and-leaves-only-after"
     )
     assert changed == {
-        f"delivery/{still_on_disk}": {"INV-05": "fail"},
-        "delivery/a-context-that-fails-keeps-the-letter-queued-and-a-retry-delivers-it": {
+        f"receiving/{still_on_disk}": {"INV-05": "fail"},
+        "receiving/a-context-that-fails-keeps-the-letter-queued-and-a-retry-delivers-it": {
             "INV-05": "fail"
         },
         # The send that should have been refused wrote a letter: "nothing was written"
@@ -237,7 +237,7 @@ def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
 def test_an_error_answer_is_an_error_of_the_scenario_not_a_failure(tmp_path: Path) -> None:
     errors = run(tmp_path, "--impl", f"{BROKEN} --fault count-errors", *SELECTION)
     assert errors.code == 1
-    oldest = errors.scenario("delivery/letters-enter-the-context-oldest-first")
+    oldest = errors.scenario("receiving/letters-enter-the-context-oldest-first")
     assert oldest["results"] == {"INV-07": "error"}
     assert "count" in oldest["error"]
     assert not any("fail" in results.values() for results in errors.results().values())
