@@ -147,6 +147,17 @@ def test_plain_behave_still_stops_a_scenario_at_its_first_failed_assertion() -> 
     assert "And the INV-05 assertion passes ... passed" not in first  # it never ran
 
 
+def changed_results(run: Report, baseline: Report) -> dict[str, dict[str, str]]:
+    """Scenario → the results per invariant that differ from the baseline's."""
+    found = {}
+    for scenario, results in run.results().items():
+        base = baseline.results()[scenario]
+        differ = {inv: result for inv, result in results.items() if base.get(inv) != result}
+        if differ:
+            found[scenario] = differ
+    return found
+
+
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return run(tmp_path_factory.mktemp("in-process"), *SELECTION)
@@ -156,7 +167,9 @@ def test_pipost_in_process_passes_the_selection(in_process: Report) -> None:
     assert in_process.code == 0, in_process.output
     assert set(in_process.outcomes().values()) == {"pass"}
     rows = {row["id"] for row in in_process.report["invariants"] if row["result"] == "pass"}
-    assert rows == {"INV-05", "INV-07", "INV-08", "INV-09", "INV-12", "INV-13"}
+    assert rows == {
+        *("INV-04", "INV-05", "INV-06", "INV-07", "INV-08", "INV-09", "INV-12", "INV-13")
+    }
     assert in_process.report["implementation"]["name"] == "pipost"
 
 
@@ -176,19 +189,19 @@ def test_a_broken_implementation_fails_the_rows_of_what_it_breaks_and_nothing_el
     scenarios that need it are unsupported, with the reason."""
     broken = run(tmp_path, "--impl", f"{BROKEN} --lacks resolve", *SELECTION)
     assert broken.code == 1, broken.output
-    changed = {
-        scenario: results
-        for scenario, results in broken.results().items()
-        if results != in_process.results()[scenario]
-    }
+    changed = changed_results(broken, in_process)
     body_cap = "bad_input/a-body-over-the-cap-is-refused-with-its-size-and-the-cap-count-character"
     still_on_disk = (
         "a-letter-is-still-on-disk-when-its-text-enters-the-context-and-leaves-only-after"
     )
     assert changed == {
         f"receiving/{still_on_disk}": {"INV-05": "fail"},
+        # The letter lost: "still in the mailbox" checks INV-04 and INV-05, "holds it
+        # once" INV-05 and INV-06 (receiving_steps.py).
         "receiving/a-context-that-fails-keeps-the-letter-queued-and-a-retry-delivers-it": {
-            "INV-05": "fail"
+            "INV-04": "fail",
+            "INV-05": "fail",
+            "INV-06": "fail",
         },
         # The send that should have been refused wrote a letter: "nothing was written"
         # checks INV-08 (a refused send writes nothing).
@@ -210,7 +223,13 @@ def test_each_fault_alone_fails_only_its_own_rows(
         for inv, result in results.items()
         if result != "pass"
     }
-    assert failed == {"unlink-first": {"INV-05"}, "oversize-body": {"INV-08", "INV-09"}}[fault]
+    assert (
+        failed
+        == {
+            "unlink-first": {"INV-04", "INV-05", "INV-06"},
+            "oversize-body": {"INV-08", "INV-09"},
+        }[fault]
+    )
 
 
 def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
@@ -334,7 +353,7 @@ def test_command_runs_from_the_callers_folder_with_its_relative_paths(tmp_path: 
     porter = tmp_path / "port"
     (porter / "conformance").mkdir(parents=True)
     (porter / "conformance" / "shim.py").write_text(SHIM, encoding="utf-8")
-    features = [str(REPO / "features" / "delivery.feature")]
+    features = [str(REPO / "features" / "receiving.feature")]
     done = subprocess.run(
         [
             *RUNNER,
