@@ -260,7 +260,7 @@ def _implementation(userdata: dict[str, str]) -> Implementation:
             external=None,
             capabilities=None,
             cli_only=bool(cli),
-            about=pipost_implementation(),
+            about=None if cli else pipost_implementation(),  # a CLI says nothing of itself
             recorder=recorder,
         )
     external = RecordedSubprocessDriver(impl, recorder, timeout_s=timeout_s, validate=validate)

@@ -382,6 +382,7 @@ def test_a_cli_only_run_completes_says_what_it_could_not_check_and_writes_html(
         *("--name", "writes one v1 letter|over the cap|zero-padded", "--report", str(page)),
     )
     assert report.code == 0, report.output
+    assert report.report["implementation"] == {"command": "--cli 'pi-post'"}  # not pipost's
     text = page.read_text(encoding="utf-8")
     assert text.startswith("<!doctype html>")
     assert "<td>INV-21</td><td>wire compatibility with pi-post 0.7, both directions</td>" in text
