@@ -1,5 +1,6 @@
 """The kit's own tagging (SPEC 11): every scenario of features/ has exactly one
-tier, and every ``@then`` step names the invariants it checks with ``@checks``,
+tier and an id no other scenario has (ids are stable: they name scenarios in
+reports and expectation files), and every ``@then`` step names the invariants it checks with ``@checks``,
 under the step decorator, so that its failures count for those rows only."""
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ def test_every_scenario_has_exactly_one_tier() -> None:
         if s.tier_defect
     ]
     assert defects == []
+
+
+def test_no_two_scenarios_share_an_id() -> None:
+    ids = [s.id for s in conformance.listed_scenarios([str(conformance.FEATURES)], None)]
+    assert ids and [i for i in set(ids) if ids.count(i) > 1] == []
 
 
 def _name(decorator: ast.expr) -> str:
