@@ -1,7 +1,8 @@
 """The kit's own tagging (SPEC 11): every scenario of features/ has exactly one
 tier and an id no other scenario has (ids are stable: they name scenarios in
-reports and expectation files), and every ``@then`` step names the invariants it checks with ``@checks``,
-under the step decorator, so that its failures count for those rows only."""
+reports and expectation files), and every ``@then`` step names the invariants
+it checks with ``@checks``, under the step decorator, so that its failures count
+for those rows only."""
 
 from __future__ import annotations
 
