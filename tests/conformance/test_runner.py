@@ -343,6 +343,29 @@ def test_list_prints_the_scenario_ids_tiers_and_invariants_and_runs_nothing() ->
     assert "tests/invariants/test_registry_machine.py" in ids
 
 
+def test_pipost_only_scenarios_are_in_no_conformance_run(tmp_path: Path) -> None:
+    # doctor.feature is all @pipost-only: pipost's additions to SPEC 8, no contract
+    doctor = "features/doctor.feature"
+    listed = subprocess.run(
+        [*RUNNER, "--list", "--no-machines", "--features", doctor],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert listed.stdout == ""
+    report = tmp_path / "report.json"
+    ran = subprocess.run(
+        [*RUNNER, "--cli", "pi-post", "--no-machines", "--features", doctor, "--json", report],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    scenarios = json.loads(report.read_text())["scenarios"]
+    assert [s["id"] for s in scenarios if s["id"].startswith("doctor/")] == [], ran.stdout
+
+
 SHIM = """import sys
 from pipost.driver import serve
 serve(sys.stdin, sys.stdout)
