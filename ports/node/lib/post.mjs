@@ -1,0 +1,232 @@
+// A post office: a root, a clock and a process table. Sending, resolving,
+// listing and sweeping.
+import fs from "node:fs";
+import path from "node:path";
+import { BODY_CAP, addressOf, defaultName, isAddress, isWellFormed, reason, utf8Length } from "./wire.mjs";
+import { Refused, checkFolder, failed, jsonNames, lockFolder } from "./disk.mjs";
+import { MAILBOX_CAP, Mailboxes, checkedAddress } from "./mailbox.mjs";
+import { Registry, presenceOf } from "./registry.mjs";
+
+export const TARGET_CAP = 8;
+const DAY_MS = 86_400_000;
+const SWEEP_RECORD_MS = 7 * DAY_MS;
+const STALE_TEMP_MS = 36 * 3_600_000;
+const REACHABLE_SHOWN = 8;
+const RANK = { live: 0, stalled: 1, offline: 2 };
+
+// An absolute path with its symlinks resolved, as far as it exists.
+export function canonical(where) {
+  let head = path.resolve(where);
+  const tail = [];
+  for (;;) {
+    try {
+      return path.join(fs.realpathSync(head), ...tail);
+    } catch {
+      if (head === "/") return path.resolve(where);
+      tail.unshift(path.basename(head));
+      head = path.dirname(head);
+    }
+  }
+}
+
+const isPathHandle = (h) => h === "~" || h === "." || h === ".." || h.startsWith("~/") || h.includes("/");
+
+export class PostOffice {
+  constructor({ root, clock, processes }) {
+    this.root = root;
+    this.clock = clock; // () => ms since the epoch
+    this.processes = processes;
+    this.mailboxes = new Mailboxes(root);
+    this.registry = new Registry(root);
+  }
+
+  checkRoot() {
+    checkFolder(this.root);
+  }
+
+  // What listings and lookups say of a session.
+  session(address, record) {
+    return {
+      address,
+      record,
+      presence: record ? presenceOf(record, this.processes, this.clock()) : null,
+      queued: this.mailboxes.countOrZero(address),
+    };
+  }
+
+  sessions() {
+    const now = this.clock();
+    return this.registry
+      .all()
+      .map((record) => this.session(record.address, record))
+      .sort((a, b) =>
+        RANK[a.presence] - RANK[b.presence] ||
+        b.record.lastSeen - a.record.lastSeen ||
+        (a.record.name < b.record.name ? -1 : a.record.name > b.record.name ? 1 : 0) ||
+        (a.address < b.address ? -1 : 1))
+      .map((s) => ({ ...s, hidden: s.presence === "offline" && now - s.record.lastSeen > DAY_MS && s.queued === 0 }));
+  }
+
+  list({ all }) {
+    const every = this.sessions();
+    const shown = every.filter((s) => all || !s.hidden).map(({ hidden, ...s }) => s);
+    return { sessions: shown, hidden: every.length - shown.length };
+  }
+
+  // -- resolution --------------------------------------------------------------
+
+  resolve(handle, { cwd, home }) {
+    this.checkRoot();
+    if (isAddress(handle)) {
+      const record = this.registry.read(handle);
+      // pi-post 0.7's rule: an address is always reachable; its mailbox may come first.
+      return this.session(handle, record);
+    }
+    const sessions = this.sessions();
+    const live = (s) => s.presence !== "offline";
+    const decide = (matches, facts = {}) => {
+      const running = matches.filter(live);
+      const chosen = running.length ? running : matches;
+      if (chosen.length === 1) {
+        const { hidden, ...session } = chosen[0];
+        return session;
+      }
+      const candidates = chosen.map((s) => s.address);
+      const shown = chosen.map((s) => `${s.record.name} (${s.address}) — ${s.record.cwd}`).join("; ");
+      throw new Refused(reason("ambiguous_target", `${JSON.stringify(handle)} could be any of ${chosen.length} sessions: ${shown}; name one by its address`, { handle, candidates }));
+    };
+    const unknown = (text, facts = {}) => {
+      const reachable = sessions.filter(live).slice(0, REACHABLE_SHOWN).map((s) => s.address);
+      const offer = reachable.length ? `; sessions you can reach: ${sessions.filter(live).slice(0, REACHABLE_SHOWN).map((s) => `${s.record.name} (${s.address})`).join(", ")}` : "";
+      return new Refused(reason("unknown_target", `${text}${offer}`, { handle, reachable, ...facts }));
+    };
+    if (isPathHandle(handle)) {
+      const expanded = handle === "~" ? home : handle.startsWith("~/") ? path.join(home, handle.slice(2)) : handle;
+      const where = canonical(path.resolve(cwd, expanded));
+      const matches = sessions.filter((s) => s.record.cwd === where || canonical(s.record.cwd) === where);
+      if (!matches.length) throw unknown(`no session runs in ${where}`, { path: where });
+      return decide(matches);
+    }
+    const exact = sessions.filter((s) => s.record.sessionId === handle);
+    if (exact.length) return decide(exact);
+    if (/^[0-9a-fA-F]{8}/.test(handle)) {
+      const prefix = handle.toLowerCase();
+      const byId = sessions.filter((s) => s.record.sessionId.toLowerCase().startsWith(prefix));
+      if (byId.length) return decide(byId);
+    }
+    const byName = sessions.filter((s) => s.record.name === handle || defaultName(s.record.cwd, s.address) === handle);
+    if (byName.length) return decide(byName);
+    const byFolder = sessions.filter((s) => path.basename(s.record.cwd) === handle);
+    if (byFolder.length) return decide(byFolder);
+    throw unknown(`nothing answers to ${JSON.stringify(handle)}: it is no address, session id, name or directory of a session`);
+  }
+
+  // -- sending -------------------------------------------------------------------
+
+  // The sender: a session (by id) signs with its address; anything else is a process.
+  sender({ session, label, cwd }) {
+    if (session !== undefined) {
+      const address = addressOf(session);
+      const record = this.registry.read(address);
+      const where = record ? record.cwd : canonical(cwd);
+      return { kind: "session", name: record ? record.name : defaultName(where, address), address, cwd: where };
+    }
+    return { kind: "process", name: label ?? `process:${path.basename(path.resolve(cwd)) || "/"}`, cwd };
+  }
+
+  send({ targets, body, cwd, home, session, label, replyTo }) {
+    if (!isWellFormed(body)) throw new Refused(reason("body_not_text", "the body is not text (it holds unpaired surrogates)"));
+    if (body.trim() === "") throw new Refused(reason("empty_body", "nothing to send: the body is empty"));
+    const size = utf8Length(body);
+    if (size > BODY_CAP) {
+      throw new Refused(reason("body_too_large", `the body weighs ${size} bytes, over the cap of ${BODY_CAP}; send a path instead`, { size, cap: BODY_CAP }));
+    }
+    if (!targets.length) throw new Refused(reason("no_targets", "no target given"));
+    if (targets.length > TARGET_CAP) {
+      throw new Refused(reason("too_many_targets", `${targets.length} targets; one send reaches at most ${TARGET_CAP}`, { count: targets.length, cap: TARGET_CAP }));
+    }
+    if (label !== undefined && (label === "" || !isWellFormed(label))) throw new Refused(reason("bad_envelope", "the sender's name must be non-empty text", { field: "label" }));
+    if (replyTo !== undefined && replyTo !== "none" && !isAddress(replyTo)) {
+      throw new Refused(reason("bad_envelope", "reply_to must be an address or none", { field: "reply_to" }));
+    }
+    const from = this.sender({ session, label, cwd });
+    const reply = replyTo === "none" ? undefined : replyTo ?? (from.kind === "session" ? from.address : undefined);
+    const addresses = [];
+    for (const handle of targets) {
+      const { address } = this.resolve(handle, { cwd, home });
+      if (!addresses.includes(address)) addresses.push(address);
+    }
+    // Every mailbox is counted before the first letter is written, and again
+    // under its lock by the deposit itself.
+    for (const address of addresses) {
+      const queued = this.mailboxes.count(address);
+      if (queued >= MAILBOX_CAP) {
+        throw new Refused(reason("mailbox_full", `mailbox ${address} already holds ${queued} letters; the cap is ${MAILBOX_CAP}`, { address, queued, cap: MAILBOX_CAP }));
+      }
+    }
+    const sentAt = this.clock();
+    return addresses.map((address) => ({
+      address,
+      id: this.mailboxes.deposit(address, { sentAt, from, replyTo: reply, body }),
+      delivered: false, // no receiver runs in the background; a port would wait on a live target here
+    }));
+  }
+
+  // -- sweeping ------------------------------------------------------------------
+
+  sweep() {
+    const now = this.clock();
+    const removed = { records_removed: [], mailboxes_removed: [], temporaries_removed: [] };
+    if (!checkFolder(this.root)) return removed;
+    const staleTemps = (folder, below) => {
+      for (const name of fs.readdirSync(folder)) {
+        if (!name.endsWith(".tmp")) continue;
+        const info = fs.lstatSync(path.join(folder, name), { bigint: true });
+        if (info.isFile() && BigInt(now) * 1_000_000n - info.mtimeNs > BigInt(STALE_TEMP_MS) * 1_000_000n) {
+          fs.unlinkSync(path.join(folder, name));
+          removed.temporaries_removed.push(`${below}/${name}`);
+        }
+      }
+    };
+    if (checkFolder(this.registry.folder)) staleTemps(this.registry.folder, "registry");
+    const expired = (record) => presenceOf(record, this.processes, now) === "offline" && now - record.lastSeen > SWEEP_RECORD_MS;
+    const records = new Map(this.registry.all().map((r) => [r.address, r]));
+    for (const address of this.mailboxes.addresses()) {
+      const folder = this.mailboxes.folder(address);
+      let lock;
+      try {
+        lock = lockFolder(folder, { create: false });
+      } catch {
+        continue; // a mailbox we cannot trust is left alone
+      }
+      if (!lock) continue;
+      try {
+        staleTemps(folder, `inbox/${address}`);
+        const empty = jsonNames(folder).length === 0;
+        const record = records.get(address);
+        if (record && empty && expired(record)) {
+          this.registry.remove(address);
+          removed.records_removed.push(address);
+          records.delete(address);
+        }
+        if (!records.has(address)) {
+          try {
+            fs.rmdirSync(folder); // fails on anything still inside: mail outranks tidiness
+            removed.mailboxes_removed.push(address);
+          } catch {}
+        }
+      } finally {
+        lock.release();
+      }
+    }
+    for (const [address, record] of records) {
+      if (!this.mailboxes.exists(address) && expired(record)) {
+        this.registry.remove(address);
+        removed.records_removed.push(address);
+      }
+    }
+    return removed;
+  }
+}
+
+export { checkedAddress, failed };
