@@ -102,3 +102,22 @@ def conformance(session: nox.Session) -> None:
     (docs/conformance.md; python tools/conformance.py --help lists the options)."""
     _install(session)
     session.run("python", "tools/conformance.py", *session.posargs)
+
+
+@nox.session
+def example_port(session: nox.Session) -> None:
+    """The kit against the independent Node implementation in ports/node (issue 13):
+    fails unless every MUST row passes. Writes the matrix to the session's tmp folder
+    (or where --report says); extra args go to tools/conformance.py."""
+    _install(session)
+    session.run("node", "--version", external=True)
+    matrix = f"{session.create_tmp()}/port.md"
+    report = [] if "--report" in session.posargs else ["--report", matrix]
+    session.run(
+        "python",
+        "tools/conformance.py",
+        "--impl",
+        "node ports/node/shim.mjs",
+        *report,
+        *session.posargs,
+    )
