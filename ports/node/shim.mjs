@@ -176,8 +176,7 @@ class World {
         const set_aside = [];
         for (const claim of post.mailboxes.claims(address)) {
           if (claim.rejected) {
-            claim.setAside();
-            set_aside.push({ name: claim.name, reason: claim.rejected });
+            if (claim.setAside()) set_aside.push({ name: claim.name, reason: claim.rejected });
             continue;
           }
           claim.dispose();

@@ -198,10 +198,18 @@ class Claim {
       ensureFolder(folder);
       let kept = this.name;
       while (fs.existsSync(path.join(folder, kept))) kept = `${this.name}.${randomHex(2)}`;
-      fs.writeFileSync(path.join(folder, `${kept}.reason`), `${JSON.stringify(this.rejected)}\n`, { mode: 0o600, flag: "wx" });
-      fs.renameSync(this.path, path.join(folder, kept));
+      const why = path.join(folder, `${kept}.reason`);
+      fs.writeFileSync(why, `${JSON.stringify(this.rejected)}\n`, { mode: 0o600, flag: "wx" });
+      try {
+        fs.renameSync(this.path, path.join(folder, kept));
+      } catch (e) {
+        fs.rmSync(why, { force: true });
+        if (e.code === "ENOENT") return false; // another receiver moved it first
+        throw e;
+      }
       fsyncFolder(folder);
       fsyncFolder(path.dirname(this.path));
+      return true;
     } finally {
       this.release();
     }

@@ -71,8 +71,7 @@ export class ReceivingSession {
     for (const claim of this.post.mailboxes.claims(this.address)) {
       if (claim.rejected) {
         logDrop(this.post.root, this.address, claim.name, null, claim.rejected, now());
-        claim.setAside();
-        report.set_aside.push({ name: claim.name, reason: claim.rejected });
+        if (claim.setAside()) report.set_aside.push({ name: claim.name, reason: claim.rejected });
         continue;
       }
       const message = claim.message;
