@@ -33,43 +33,164 @@ export const failed = (text, facts = {}, code = "io_error") => new Failed(reason
 
 const myUid = process.getuid();
 
-// A folder of ours: a real folder (not a link), owned by us, written by nobody else.
-// Returns false when it does not exist; throws Failed when it cannot be trusted.
-export function checkFolder(where) {
-  let info;
-  try {
-    info = fs.lstatSync(where);
-  } catch (e) {
-    if (e.code === "ENOENT") return false;
-    throw failed(`cannot look at ${where}: ${e.code}`);
+// A folder of the post office, open. Everything below it is reached through
+// its descriptor (/proc/self/fd/N/name: Node has no openat), so a folder swapped
+// for a symlink after it was checked is never gone through; names are opened
+// with O_NOFOLLOW. `shown` names the folder in messages only.
+export class Folder {
+  constructor(fd, shown) {
+    this.fd = fd;
+    this.shown = shown;
   }
-  if (info.isSymbolicLink()) throw failed(`${where} is a symlink; it is not followed`);
-  if (!info.isDirectory()) throw failed(`${where} is not a folder`);
-  if (info.uid !== myUid) throw failed(`${where} belongs to uid ${info.uid}, not to us`);
-  if (info.mode & 0o022) throw failed(`${where} can be written by others (chmod 700 it)`);
-  return true;
+
+  // A real folder (not a link), ours, written by nobody else; null if absent.
+  static open(where, shown, { create = false } = {}) {
+    if (create) {
+      try {
+        fs.mkdirSync(where, { mode: 0o700 });
+      } catch (e) {
+        if (e.code !== "EEXIST") throw failed(`cannot make ${shown}: ${e.code}`);
+      }
+    }
+    let fd;
+    try {
+      fd = fs.openSync(where, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    } catch (e) {
+      if (e.code === "ENOENT") return null;
+      if (e.code === "ELOOP" || e.code === "ENOTDIR") {
+        const link = fs.lstatSync(where, { throwIfNoEntry: false })?.isSymbolicLink();
+        throw failed(link ? `${shown} is a symlink; it is not followed` : `${shown} is not a folder`);
+      }
+      throw failed(`cannot open ${shown}: ${e.code}`);
+    }
+    const info = fs.fstatSync(fd);
+    const problem = info.uid !== myUid ? `${shown} belongs to uid ${info.uid}, not to us`
+      : info.mode & 0o022 ? `${shown} can be written by others (chmod 700 it)` : null;
+    if (problem) {
+      fs.closeSync(fd);
+      throw failed(problem);
+    }
+    return new Folder(fd, shown);
+  }
+
+  // The root of a post office; made (with its parents) when `create`.
+  static root(root, { create = false } = {}) {
+    if (create) fs.mkdirSync(path.dirname(root), { recursive: true, mode: 0o700 });
+    return Folder.open(root, root, { create });
+  }
+
+  at(name) {
+    return `/proc/self/fd/${this.fd}/${name}`;
+  }
+
+  child(name, options) {
+    return Folder.open(this.at(name), `${this.shown}/${name}`, options);
+  }
+
+  names() {
+    try {
+      return fs.readdirSync(`/proc/self/fd/${this.fd}`);
+    } catch (e) {
+      throw failed(`cannot list ${this.shown}: ${e.code}`);
+    }
+  }
+
+  // Letters and records: names ending in .json that do not start with a dot.
+  jsonNames() {
+    return this.names().filter((n) => n.endsWith(".json") && !n.startsWith(".")).sort();
+  }
+
+  // Open an entry for reading, never through a link.
+  // → {fd, info} | {missing} | {symlink} | {notFile} | {unreadable}
+  entry(name) {
+    let fd;
+    try {
+      fd = fs.openSync(this.at(name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (e) {
+      if (e.code === "ENOENT") return { missing: true };
+      if (e.code === "ELOOP") return { symlink: true };
+      return { unreadable: e.code };
+    }
+    const info = fs.fstatSync(fd);
+    if (!info.isFile()) {
+      fs.closeSync(fd);
+      return { notFile: true };
+    }
+    return { fd, info };
+  }
+
+  readSmall(name, limit) {
+    const found = this.entry(name);
+    if (!found.fd) return null;
+    try {
+      return readBounded(found.fd, limit);
+    } catch {
+      return null;
+    } finally {
+      fs.closeSync(found.fd);
+    }
+  }
+
+  lstat(name, options) {
+    try {
+      return fs.lstatSync(this.at(name), options);
+    } catch (e) {
+      if (e.code === "ENOENT") return null;
+      throw e;
+    }
+  }
+
+  // Is `name` still this very file (not unlinked, not replaced)?
+  holds(name, info) {
+    const now = this.lstat(name);
+    return now !== null && now.ino === info.ino && now.dev === info.dev;
+  }
+
+  fsync() {
+    fs.fsyncSync(this.fd);
+  }
+
+  // Create a file exclusively (0600, never through a link) and write it whole, flushed.
+  writeNew(name, bytes, flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW) {
+    const fd = fs.openSync(this.at(name), flags, 0o600);
+    try {
+      fs.writeSync(fd, bytes);
+      fs.fsyncSync(fd);
+    } catch (e) {
+      fs.closeSync(fd);
+      if (flags & O_EXCL) fs.rmSync(this.at(name), { force: true });
+      throw e;
+    }
+    fs.closeSync(fd);
+  }
+
+  // Write a file under a temporary name, flush it, rename it into place, flush the folder.
+  writeDurably(tempName, finalName, bytes) {
+    this.writeNew(tempName, bytes);
+    try {
+      fs.renameSync(this.at(tempName), this.at(finalName));
+    } catch (e) {
+      fs.rmSync(this.at(tempName), { force: true });
+      throw e;
+    }
+    this.fsync();
+  }
+
+  close() {
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
+  }
 }
 
-export function ensureFolder(where) {
-  if (checkFolder(where)) return;
+// Open folders for the length of one operation, closed however it ends.
+export function within(work) {
+  const opened = [];
+  const keep = (folder) => (folder && opened.push(folder), folder);
   try {
-    fs.mkdirSync(where, { mode: 0o700 });
-  } catch (e) {
-    if (e.code !== "EEXIST") throw failed(`cannot make ${where}: ${e.code}`);
+    return work(keep);
+  } finally {
+    for (const folder of opened.reverse()) folder.close();
   }
-  checkFolder(where);
-}
-
-// Letters and records: names ending in .json that do not start with a dot.
-export function jsonNames(folder) {
-  let names;
-  try {
-    names = fs.readdirSync(folder);
-  } catch (e) {
-    if (e.code === "ENOENT") return [];
-    throw failed(`cannot list ${folder}: ${e.code}`);
-  }
-  return names.filter((n) => n.endsWith(".json") && !n.startsWith(".")).sort();
 }
 
 // Up to `limit + 1` bytes of an open file: enough to know it is too large.
@@ -84,63 +205,6 @@ export function readBounded(fd, limit) {
   return buffer.subarray(0, filled);
 }
 
-// Open a file of the post office for reading, never through a link.
-// → {fd, info} | {missing} | {symlink} | {notFile} | {unreadable}
-export function openEntry(where) {
-  let fd;
-  try {
-    fd = fs.openSync(where, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  } catch (e) {
-    if (e.code === "ENOENT") return { missing: true };
-    if (e.code === "ELOOP") return { symlink: true };
-    return { unreadable: e.code };
-  }
-  const info = fs.fstatSync(fd);
-  if (!info.isFile()) {
-    fs.closeSync(fd);
-    return { notFile: true };
-  }
-  return { fd, info };
-}
-
-export function readSmallFile(where, limit) {
-  const entry = openEntry(where);
-  if (!entry.fd) return null;
-  try {
-    return readBounded(entry.fd, limit);
-  } catch {
-    return null;
-  } finally {
-    fs.closeSync(entry.fd);
-  }
-}
-
-export function fsyncFolder(where) {
-  const fd = fs.openSync(where, O_RDONLY | O_DIRECTORY);
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-// Write a file whole under a temporary name, flush it, rename it into place.
-export function writeDurably(folder, tempName, finalName, bytes) {
-  const temp = path.join(folder, tempName);
-  const fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-  try {
-    fs.writeSync(fd, bytes);
-    fs.fsyncSync(fd);
-  } catch (e) {
-    fs.closeSync(fd);
-    fs.rmSync(temp, { force: true });
-    throw e;
-  }
-  fs.closeSync(fd);
-  fs.renameSync(temp, path.join(folder, finalName));
-  fsyncFolder(folder);
-}
-
 export const randomHex = (bytes) => randomBytes(bytes).toString("hex");
 
 // flock(2) on an open descriptor, through flock(1). Returns whether it was taken.
@@ -153,27 +217,15 @@ export function flock(fd, { wait }) {
   throw failed(`cannot lock: flock(1) said ${String(run.stderr).trim() || `exit status ${run.status}`}`);
 }
 
-// Hold the lock of a folder (the mailbox lock: flock on the folder itself, as
-// pi-post does). If the folder was removed while we waited (a sweep), its name
-// now means another folder or none: try again, making it when `create`.
-export function lockFolder(where, { create }) {
+// Hold the lock of a mailbox folder: flock on the folder itself, as pi-post
+// does. If it was removed while we waited (a sweep), its name now means another
+// folder or none: try again, making it when `create`. Closing the folder releases it.
+export function lockedChild(parent, name, { create }) {
   for (;;) {
-    if (create) ensureFolder(where);
-    else if (!checkFolder(where)) return null;
-    let fd;
-    try {
-      fd = fs.openSync(where, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-    } catch (e) {
-      if (e.code === "ENOENT") continue;
-      throw failed(`cannot open ${where}: ${e.code}`);
-    }
-    flock(fd, { wait: true });
-    const held = fs.fstatSync(fd);
-    let now = null;
-    try {
-      now = fs.lstatSync(where);
-    } catch {}
-    if (now && now.ino === held.ino && now.dev === held.dev) return { fd, release: () => fs.closeSync(fd) };
-    fs.closeSync(fd);
+    const folder = parent.child(name, { create });
+    if (!folder) return null;
+    flock(folder.fd, { wait: true });
+    if (parent.holds(name, fs.fstatSync(folder.fd))) return folder;
+    folder.close();
   }
 }

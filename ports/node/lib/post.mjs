@@ -3,8 +3,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { BODY_CAP, addressOf, defaultName, isAddress, isWellFormed, reason, utf8Length } from "./wire.mjs";
-import { Refused, checkFolder, failed, jsonNames, lockFolder } from "./disk.mjs";
-import { MAILBOX_CAP, Mailboxes, checkedAddress } from "./mailbox.mjs";
+import { Folder, Refused, lockedChild, within } from "./disk.mjs";
+import { MAILBOX_CAP, Mailboxes, checkedAddress, fullMailbox } from "./mailbox.mjs";
 import { Registry, presenceOf } from "./registry.mjs";
 
 export const TARGET_CAP = 8;
@@ -41,7 +41,7 @@ export class PostOffice {
   }
 
   checkRoot() {
-    checkFolder(this.root);
+    within((keep) => keep(Folder.root(this.root)));
   }
 
   // What listings and lookups say of a session.
@@ -160,9 +160,7 @@ export class PostOffice {
     // under its lock by the deposit itself.
     for (const address of addresses) {
       const queued = this.mailboxes.count(address);
-      if (queued >= MAILBOX_CAP) {
-        throw new Refused(reason("mailbox_full", `mailbox ${address} already holds ${queued} letters; the cap is ${MAILBOX_CAP}`, { address, queued, cap: MAILBOX_CAP }));
-      }
+      if (queued >= MAILBOX_CAP) throw fullMailbox(address, queued);
     }
     const sentAt = this.clock();
     return addresses.map((address) => ({
@@ -177,56 +175,56 @@ export class PostOffice {
   sweep() {
     const now = this.clock();
     const removed = { records_removed: [], mailboxes_removed: [], temporaries_removed: [] };
-    if (!checkFolder(this.root)) return removed;
+    const expired = (record) => presenceOf(record, this.processes, now) === "offline" && now - record.lastSeen > SWEEP_RECORD_MS;
+    const records = new Map(this.registry.all().map((r) => [r.address, r]));
     const staleTemps = (folder, below) => {
-      for (const name of fs.readdirSync(folder)) {
-        if (!name.endsWith(".tmp")) continue;
-        const info = fs.lstatSync(path.join(folder, name), { bigint: true });
-        if (info.isFile() && BigInt(now) * 1_000_000n - info.mtimeNs > BigInt(STALE_TEMP_MS) * 1_000_000n) {
-          fs.unlinkSync(path.join(folder, name));
+      for (const name of folder.names().filter((n) => n.endsWith(".tmp"))) {
+        const info = folder.lstat(name, { bigint: true });
+        if (info?.isFile() && BigInt(now) * 1_000_000n - info.mtimeNs > BigInt(STALE_TEMP_MS) * 1_000_000n) {
+          fs.unlinkSync(folder.at(name));
           removed.temporaries_removed.push(`${below}/${name}`);
         }
       }
     };
-    if (checkFolder(this.registry.folder)) staleTemps(this.registry.folder, "registry");
-    const expired = (record) => presenceOf(record, this.processes, now) === "offline" && now - record.lastSeen > SWEEP_RECORD_MS;
-    const records = new Map(this.registry.all().map((r) => [r.address, r]));
-    for (const address of this.mailboxes.addresses()) {
-      const folder = this.mailboxes.folder(address);
-      let lock;
-      try {
-        lock = lockFolder(folder, { create: false });
-      } catch {
-        continue; // a mailbox we cannot trust is left alone
+    within((keep) => {
+      const root = keep(Folder.root(this.root));
+      if (!root) return;
+      const registry = keep(root.child("registry"));
+      if (registry) staleTemps(registry, "registry");
+      const inbox = keep(root.child("inbox"));
+      for (const address of inbox ? inbox.names().filter(isAddress).sort() : []) {
+        within((keepBox) => {
+          let box;
+          try {
+            box = keepBox(lockedChild(inbox, address, { create: false }));
+          } catch {
+            return; // a mailbox we cannot trust is left alone
+          }
+          if (!box) return;
+          staleTemps(box, `inbox/${address}`);
+          const record = records.get(address);
+          if (record && box.jsonNames().length === 0 && expired(record)) {
+            this.registry.remove(address);
+            removed.records_removed.push(address);
+            records.delete(address);
+          }
+          if (!records.has(address)) {
+            try {
+              fs.rmdirSync(inbox.at(address)); // fails on anything still inside: mail outranks tidiness
+              removed.mailboxes_removed.push(address);
+            } catch {}
+          }
+        });
       }
-      if (!lock) continue;
-      try {
-        staleTemps(folder, `inbox/${address}`);
-        const empty = jsonNames(folder).length === 0;
-        const record = records.get(address);
-        if (record && empty && expired(record)) {
+      for (const [address, record] of records) {
+        if (!inbox?.lstat(address) && expired(record)) {
           this.registry.remove(address);
           removed.records_removed.push(address);
-          records.delete(address);
         }
-        if (!records.has(address)) {
-          try {
-            fs.rmdirSync(folder); // fails on anything still inside: mail outranks tidiness
-            removed.mailboxes_removed.push(address);
-          } catch {}
-        }
-      } finally {
-        lock.release();
       }
-    }
-    for (const [address, record] of records) {
-      if (!this.mailboxes.exists(address) && expired(record)) {
-        this.registry.remove(address);
-        removed.records_removed.push(address);
-      }
-    }
+    });
     return removed;
   }
 }
 
-export { checkedAddress, failed };
+export { checkedAddress };

@@ -1,9 +1,8 @@
 // The receiving side: take the mail of one session, through the inbound mode
 // and the loop guard, into a context; the unlink comes only after.
 import fs from "node:fs";
-import path from "node:path";
 import { reason } from "./wire.mjs";
-import { ensureFolder } from "./disk.mjs";
+import { Folder, within } from "./disk.mjs";
 import { frame } from "./frame.mjs";
 
 export const REPEAT_MS = 10_000;
@@ -43,16 +42,12 @@ export class LoopGuard {
 
 // What was dropped, and why, never the body: log/drops.jsonl below the root.
 function logDrop(root, address, letterName, message, why, now) {
-  const folder = path.join(root, "log");
-  ensureFolder(folder);
   const line = { at: now, address, letter: letterName, from: message?.from.address ?? message?.from.name ?? null, reason: why.code };
-  const fd = fs.openSync(path.join(folder, "drops.jsonl"), fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
-  try {
-    fs.writeSync(fd, `${JSON.stringify(line)}\n`);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
+  within((keep) => {
+    const log = keep(keep(Folder.root(root)).child("log", { create: true }));
+    const { O_WRONLY, O_APPEND, O_CREAT, O_NOFOLLOW } = fs.constants;
+    log.writeNew("drops.jsonl", `${JSON.stringify(line)}\n`, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW);
+  });
 }
 
 export class ReceivingSession {

@@ -1,10 +1,8 @@
 // The registry: registry/<address>.json, one presence record per session.
 import fs from "node:fs";
-import path from "node:path";
 import { RECORD_LIMIT, addressOf, encodeRecord, isAddress, parseRecord } from "./wire.mjs";
-import { checkFolder, ensureFolder, randomHex, readSmallFile, writeDurably } from "./disk.mjs";
+import { Folder, randomHex, within } from "./disk.mjs";
 
-export const BEAT_MS = 30_000;
 export const STALL_MS = 45_000;
 
 // presence of a record, given a process table {exists(pid), start(pid)}
@@ -14,43 +12,53 @@ export function presenceOf(record, processes, now) {
   return now - record.lastSeen > STALL_MS ? "stalled" : "live";
 }
 
+const recordIn = (folder, name) => {
+  const bytes = folder.readSmall(name, RECORD_LIMIT);
+  return bytes === null ? null : parseRecord(bytes, name);
+};
+
 export class Registry {
   constructor(root) {
     this.root = root;
-    this.folder = path.join(root, "registry");
+  }
+
+  open(keep, { create = false } = {}) {
+    const root = keep(Folder.root(this.root, { create }));
+    return root && keep(root.child("registry", { create }));
   }
 
   // The record of an address, or null (absent, a link, or not a valid record).
   read(address) {
-    if (!isAddress(address) || !checkFolder(this.folder)) return null;
-    const name = `${address}.json`;
-    const bytes = readSmallFile(path.join(this.folder, name), RECORD_LIMIT);
-    return bytes === null ? null : parseRecord(bytes, name);
+    if (!isAddress(address)) return null;
+    return within((keep) => {
+      const folder = this.open(keep);
+      return folder && recordIn(folder, `${address}.json`);
+    });
   }
 
   // Every valid record; what is not one is skipped.
   all() {
-    if (!checkFolder(this.folder)) return [];
-    const found = [];
-    for (const name of fs.readdirSync(this.folder).sort()) {
-      if (!name.endsWith(".json") || name.startsWith(".") || !isAddress(name.slice(0, -5))) continue;
-      const bytes = readSmallFile(path.join(this.folder, name), RECORD_LIMIT);
-      const record = bytes === null ? null : parseRecord(bytes, name);
-      if (record) found.push(record);
-    }
-    return found;
+    return within((keep) => {
+      const folder = this.open(keep);
+      if (!folder) return [];
+      return folder.jsonNames().filter((n) => isAddress(n.slice(0, -5))).map((n) => recordIn(folder, n)).filter(Boolean);
+    });
   }
 
   write(record) {
-    fs.mkdirSync(this.root, { recursive: true, mode: 0o700 });
-    checkFolder(this.root);
-    ensureFolder(this.folder);
-    writeDurably(this.folder, `.${record.address}.${randomHex(4)}.tmp`, `${record.address}.json`, encodeRecord(record));
+    within((keep) => {
+      const folder = this.open(keep, { create: true });
+      folder.writeDurably(`.${record.address}.${randomHex(4)}.tmp`, `${record.address}.json`, encodeRecord(record));
+    });
     return this.read(record.address);
   }
 
   remove(address) {
-    fs.rmSync(path.join(this.folder, `${address}.json`), { force: true });
+    within((keep) => {
+      const folder = this.open(keep);
+      if (folder) fs.rmSync(folder.at(`${address}.json`), { force: true });
+      folder?.fsync();
+    });
   }
 
   register({ sessionId, name, cwd, pid, pidStart, now }) {
