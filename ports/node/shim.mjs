@@ -8,7 +8,7 @@ import readline from "node:readline";
 import { addressOf, defaultName, parseLetter, plain } from "./lib/wire.mjs";
 import { Failed, Refused, failed } from "./lib/disk.mjs";
 import { PostOffice, canonical, checkedAddress } from "./lib/post.mjs";
-import { ReceivingSession } from "./lib/receive.mjs";
+import { Context, Receiver } from "./lib/receive.mjs";
 import { reason } from "./lib/wire.mjs";
 
 const PROTOCOL = 1;
@@ -35,7 +35,11 @@ const OPS = {
   peek: { address: "string" },
   count: { address: "string" },
   take: { address: "string" },
-  deliver: { session_id: "string", fail: "int?", inbound: "string?" },
+  deliver: {
+    session_id: "string", receiver: "string?", context: "string?", fail: "int?", fail_unlink: "int?",
+    crash: "string?", inbound: "string?", resume: "string?", trigger: "string?",
+  },
+  race: { session_id: "string", receivers: "strings", context: "string?" },
   sweep: {},
   address_of: { session_id: "string" },
   parse: { text: "string?", raw_base64: "string?", file_name: "string?" },
@@ -87,7 +91,9 @@ class World {
     this.table = new Map(); // pid → birth token
     this.births = 0;
     this.nextPid = FIRST_PID;
-    this.receivers = new Map();
+    this.receivers = new Map(); // receiver name → Receiver, while it runs
+    this.contexts = new Map(); // receiver name → Context: it outlives a crash, as a transcript does
+    this.sessionOfReceiver = new Map(); // receiver name → the session it receives for, for good
     const processes = {
       exists: (pid) => this.table.has(pid),
       start: (pid) => this.table.get(pid),
@@ -115,6 +121,20 @@ class World {
     const found = this.sessionOf(sessionId);
     if (!found.record) throw new Refused(reason("no_record", `no session ${JSON.stringify(sessionId)} is registered`, { session_id: sessionId }));
     return found.record;
+  }
+
+  // The receiver of that name, made on first use (or after a crash, a restart
+  // with the context it had).
+  receiverFor(name, sessionId, contextKind) {
+    const session = this.sessionOfReceiver.get(name);
+    if (session !== undefined && session !== sessionId) throw new Misuse(`receiver ${JSON.stringify(name)} receives for another session`);
+    if (contextKind !== undefined && !["ledger", "plain"].includes(contextKind)) throw new Misuse(`no context ${JSON.stringify(contextKind)}`);
+    const context = this.contexts.get(name);
+    if (context && contextKind !== undefined && context.kind !== contextKind) throw new Misuse(`receiver ${JSON.stringify(name)} has a ${context.kind} context`);
+    if (!context) this.contexts.set(name, new Context(contextKind ?? "ledger"));
+    this.sessionOfReceiver.set(name, sessionId);
+    if (!this.receivers.has(name)) this.receivers.set(name, new Receiver(this.post, addressOf(sessionId), this.contexts.get(name)));
+    return this.receivers.get(name);
   }
 
   call(op, a) {
@@ -179,17 +199,59 @@ class World {
             if (claim.setAside()) set_aside.push({ name: claim.name, reason: claim.rejected });
             continue;
           }
-          claim.dispose();
+          try {
+            claim.dispose();
+          } catch (e) {
+            claim.release();
+            throw e;
+          }
           return { message: claim.message, set_aside };
         }
         return { message: null, set_aside };
       }
       case "deliver": {
-        const address = addressOf(a.session_id);
-        if (!this.receivers.has(address)) this.receivers.set(address, new ReceivingSession(post, address));
+        if (a.crash !== undefined && a.crash !== "after_entry") throw new Misuse(`deliver: no crash ${JSON.stringify(a.crash)}`);
+        if (a.trigger !== undefined && !["event", "poll"].includes(a.trigger)) throw new Misuse(`deliver: no trigger ${JSON.stringify(a.trigger)}`);
+        const name = a.receiver ?? a.session_id;
+        const receiver = this.receiverFor(name, a.session_id, a.context);
         let failures = a.fail ?? 0;
-        const context = () => (failures > 0 ? (failures--, false) : true);
-        return this.receivers.get(address).drain({ context, inbound: a.inbound ?? "accept" });
+        let refusedUnlinks = a.fail_unlink ?? 0;
+        const steps = receiver.drain({
+          accept: () => (failures > 0 ? (failures--, false) : true),
+          unlinkAllowed: () => (refusedUnlinks > 0 ? (refusedUnlinks--, false) : true),
+          inbound: a.inbound ?? "accept",
+          resume: a.resume ?? "wake",
+          crashAfterEntry: a.crash === "after_entry",
+        });
+        let step;
+        do step = steps.next();
+        while (!step.done);
+        if (step.value.crashed) this.receivers.delete(name);
+        // Both triggers drain every letter on disk: the watch only says when to look.
+        return step.value;
+      }
+      case "race": {
+        if (a.receivers.length < 2) throw new Misuse("race needs two or more receivers");
+        const runs = a.receivers.map((name) => ({
+          receiver: this.receiverFor(name, a.session_id, a.context),
+          steps: null,
+          total: { entered: [], dropped: [], set_aside: [] },
+          done: false,
+        }));
+        const options = { accept: () => true, unlinkAllowed: () => true, inbound: "accept", resume: "wake", crashAfterEntry: false };
+        // Interleaved a claim at a time, each receiver draining until it can take nothing more.
+        while (runs.some((run) => !run.done)) {
+          for (const run of runs.filter((r) => !r.done)) {
+            run.steps ??= run.receiver.drain(options);
+            const step = run.steps.next();
+            if (!step.done) continue;
+            run.steps = null;
+            const took = step.value.entered.length + step.value.dropped.length + step.value.set_aside.length;
+            for (const key of Object.keys(run.total)) run.total[key].push(...step.value[key]);
+            if (!took) run.done = true;
+          }
+        }
+        return { receivers: runs.map((run) => run.total) };
       }
       case "sweep":
         return post.sweep();

@@ -143,10 +143,11 @@ class Claim {
     return this.box.lstat(this.name) !== null;
   }
 
-  // The receipt: unlink, flush the folder, let go.
+  // The receipt: unlink, flush the folder, let go. An unlink that fails throws
+  // with the claim still held.
   dispose() {
+    fs.unlinkSync(this.box.at(this.name));
     try {
-      fs.unlinkSync(this.box.at(this.name));
       this.box.fsync();
     } finally {
       this.release();
@@ -156,6 +157,13 @@ class Claim {
   release() {
     if (this.fd !== null) fs.closeSync(this.fd);
     this.fd = null;
+  }
+
+  // Hand the locked letter over to be kept past this drain: {fd, info}.
+  keep() {
+    const kept = { fd: this.fd, info: fs.fstatSync(this.fd) };
+    this.fd = null;
+    return kept;
   }
 
   // Move the letter, whole, into quarantine/<address>/ with its reason beside it.
