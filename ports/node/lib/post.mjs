@@ -109,7 +109,7 @@ export class PostOffice {
     }
     const exact = sessions.filter((s) => s.record.sessionId === handle);
     if (exact.length) return decide(exact);
-    if (/^[0-9a-fA-F]{8}/.test(handle)) {
+    if (/^[0-9a-fA-F]{8}[0-9a-fA-F-]*$/.test(handle)) {
       const prefix = handle.toLowerCase();
       const byId = sessions.filter((s) => s.record.sessionId.toLowerCase().startsWith(prefix));
       if (byId.length) return decide(byId);

@@ -14,7 +14,8 @@ const mode = (value) => String(value ?? "").trim().toLowerCase();
 export const refusesInbound = (value) => mode(value) === "refuse"; // ask, with no one to ask, accepts
 export const stagesResumed = (value) => mode(value) === "stage";
 
-// Per sender, over what entered the context: no identical body within 10 s, no 9th message within 30 s.
+// Per sender, over what entered the context: no body again within 10 s of
+// its last entry, no 9th message within 30 s.
 export class LoopGuard {
   constructor() {
     this.bySender = new Map();
@@ -24,8 +25,7 @@ export class LoopGuard {
   }
   judge(message, now) {
     const seen = this.bySender.get(LoopGuard.senderOf(message)) ?? [];
-    const last = seen[seen.length - 1];
-    if (last && last.body === message.body && now - last.at <= REPEAT_MS) {
+    if (seen.some((s) => s.body === message.body && now - s.at <= REPEAT_MS)) {
       return reason("loop_guard", `the same body again from this sender within ${REPEAT_MS / 1000} s`, { rule: "duplicate", window_ms: REPEAT_MS });
     }
     if (seen.filter((s) => now - s.at < BURST_MS).length >= BURST_CAP) {
