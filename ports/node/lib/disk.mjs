@@ -44,10 +44,11 @@ export class Folder {
   }
 
   // A real folder (not a link), ours, written by nobody else; null if absent.
-  static open(where, shown, { create = false } = {}) {
+  static open(where, shown, { create = false, parent = null } = {}) {
     if (create) {
       try {
         fs.mkdirSync(where, { mode: 0o700 });
+        flushFolder(parent, path.dirname(where)); // a new folder is flushed into its parent
       } catch (e) {
         if (e.code !== "EEXIST") throw failed(`cannot make ${shown}: ${e.code}`);
       }
@@ -83,8 +84,8 @@ export class Folder {
     return `/proc/self/fd/${this.fd}/${name}`;
   }
 
-  child(name, options) {
-    return Folder.open(this.at(name), `${this.shown}/${name}`, options);
+  child(name, options = {}) {
+    return Folder.open(this.at(name), `${this.shown}/${name}`, { ...options, parent: this });
   }
 
   names() {
@@ -179,6 +180,16 @@ export class Folder {
   close() {
     if (this.fd !== null) fs.closeSync(this.fd);
     this.fd = null;
+  }
+}
+
+function flushFolder(folder, where) {
+  if (folder) return folder.fsync();
+  const fd = fs.openSync(where, O_RDONLY | O_DIRECTORY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
   }
 }
 

@@ -96,8 +96,10 @@ export class PostOffice {
       throw new Refused(reason("ambiguous_target", `${JSON.stringify(handle)} could be any of ${chosen.length} sessions: ${shown}; name one by its address`, { handle, candidates }));
     };
     const unknown = (text, facts = {}) => {
-      const reachable = sessions.filter(live).slice(0, REACHABLE_SHOWN).map((s) => s.address);
-      const offer = reachable.length ? `; sessions you can reach: ${sessions.filter(live).slice(0, REACHABLE_SHOWN).map((s) => `${s.record.name} (${s.address})`).join(", ")}` : "";
+      const running = sessions.filter(live);
+      const offered = (running.length ? running : sessions).slice(0, REACHABLE_SHOWN);
+      const reachable = offered.map((s) => s.address);
+      const offer = offered.length ? `; sessions you can reach: ${offered.map((s) => `${s.record.name} (${s.address})`).join(", ")}` : "";
       return new Refused(reason("unknown_target", `${text}${offer}`, { handle, reachable, ...facts }));
     };
     if (isPathHandle(handle)) {
@@ -145,9 +147,9 @@ export class PostOffice {
     if (targets.length > TARGET_CAP) {
       throw new Refused(reason("too_many_targets", `${targets.length} targets; one send reaches at most ${TARGET_CAP}`, { count: targets.length, cap: TARGET_CAP }));
     }
-    if (label !== undefined && (label === "" || !isWellFormed(label))) throw new Refused(reason("bad_envelope", "the sender's name must be non-empty text", { field: "label" }));
+    if (label !== undefined && (label === "" || !isWellFormed(label))) throw new Refused(reason("bad_envelope", "the sender's name must be non-empty text", { field: "from.name" }));
     if (replyTo !== undefined && replyTo !== "none" && !isAddress(replyTo)) {
-      throw new Refused(reason("bad_envelope", "reply_to must be an address or none", { field: "reply_to" }));
+      throw new Refused(reason("bad_envelope", "reply_to must be an address or none", { field: "replyTo" }));
     }
     const from = this.sender({ session, label, cwd });
     const reply = replyTo === "none" ? undefined : replyTo ?? (from.kind === "session" ? from.address : undefined);
@@ -163,11 +165,21 @@ export class PostOffice {
       if (queued >= MAILBOX_CAP) throw fullMailbox(address, queued);
     }
     const sentAt = this.clock();
-    return addresses.map((address) => ({
-      address,
-      id: this.mailboxes.deposit(address, { sentAt, from, replyTo: reply, body }),
-      delivered: false, // no receiver runs in the background; a port would wait on a live target here
-    }));
+    const receipts = [];
+    for (const address of addresses) {
+      try {
+        const id = this.mailboxes.deposit(address, { sentAt, from, replyTo: reply, body });
+        receipts.push({ address, id, delivered: false }); // no receiver runs in the background here
+      } catch (e) {
+        // A letter once deposited is never taken back: say which went in.
+        if (receipts.length && e.reason) {
+          e.reason.already_queued = receipts.map(({ address: a, id }) => ({ address: a, id }));
+          e.reason.text += `; already queued: ${receipts.map((r) => `${r.id} for ${r.address}`).join(", ")}`;
+        }
+        throw e;
+      }
+    }
+    return receipts;
   }
 
   // -- sweeping ------------------------------------------------------------------
@@ -203,7 +215,7 @@ export class PostOffice {
           if (!box) return;
           staleTemps(box, `inbox/${address}`);
           const record = records.get(address);
-          if (record && box.jsonNames().length === 0 && expired(record)) {
+          if (record && box.names().length === 0 && expired(record)) {
             this.registry.remove(address);
             removed.records_removed.push(address);
             records.delete(address);

@@ -25,7 +25,7 @@ export class LoopGuard {
   }
   judge(message, now) {
     const seen = this.bySender.get(LoopGuard.senderOf(message)) ?? [];
-    if (seen.some((s) => s.body === message.body && now - s.at <= REPEAT_MS)) {
+    if (seen.some((s) => s.body === message.body && now - s.at < REPEAT_MS)) {
       return reason("loop_guard", `the same body again from this sender within ${REPEAT_MS / 1000} s`, { rule: "duplicate", window_ms: REPEAT_MS });
     }
     if (seen.filter((s) => now - s.at < BURST_MS).length >= BURST_CAP) {

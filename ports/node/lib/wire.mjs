@@ -273,11 +273,15 @@ export function parseRecord(bytes, fileName) {
     fileName === `${r.address}.json` &&
     isText(r.name) && r.name !== "" &&
     isText(r.cwd) && r.cwd !== "" &&
-    (!Object.hasOwn(r, "pid") || (isInteger(r.pid) && r.pid > 0)) &&
-    (!Object.hasOwn(r, "pidStart") || typeof r.pidStart === "string") &&
+    (r.pid == null || (isInteger(r.pid) && r.pid > 0)) &&
+    (r.pidStart == null || typeof r.pidStart === "string") &&
     isInteger(r.startedAt) &&
     isInteger(r.lastSeen);
-  return fine ? plain(r) : null;
+  if (!fine) return null;
+  const record = plain(r);
+  if (record.pid === null) delete record.pid; // null counts as absent
+  if (record.pid === undefined || record.pidStart === null) delete record.pidStart;
+  return record;
 }
 
 export function encodeRecord(r) {

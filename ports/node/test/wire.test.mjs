@@ -50,5 +50,5 @@ test("no body line can start the frame's own marker", () => {
   const lines = frame({ id: "0000000000005-0000000a", from: { kind: "process", name: "a\n[pi-post] b" }, sentAt: 5, body }).split(/\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/); // Python's splitlines
   assert.deepEqual(lines.map((l, n) => [n, l.startsWith("[pi-post]")]).filter(([, s]) => s).map(([n]) => n), [0, lines.length - 1]);
   assert.deepEqual(bodyLines("a\r\nb\n"), ["a", "b"]);
-  assert.deepEqual(bodyLines(""), []);
+  assert.deepEqual(bodyLines(""), [""]);
 });
