@@ -50,7 +50,7 @@ export class Folder {
         fs.mkdirSync(where, { mode: 0o700 });
         flushFolder(parent, path.dirname(where)); // a new folder is flushed into its parent
       } catch (e) {
-        if (e.code !== "EEXIST") throw failed(`cannot make ${shown}: ${e.code}`);
+        if (e.code !== "EEXIST") throw Object.assign(failed(`cannot make ${shown}: ${e.code}`), { errno: e.code });
       }
     }
     let fd;

@@ -47,10 +47,17 @@ export class Mailboxes {
 
   // Write one message; refused with nothing written when the mailbox is full.
   deposit(address, { sentAt, from, replyTo, body }) {
+    const cannotWrite = (code) => failed(`cannot write to mailbox ${address}: ${code}`, { address }, "cannot_write");
     return within((keep) => {
-      const root = keep(Folder.root(this.root, { create: true }));
-      const inbox = keep(root.child("inbox", { create: true }));
-      const box = keep(lockedChild(inbox, checkedAddress(address), { create: true }));
+      let box;
+      try {
+        const root = keep(Folder.root(this.root, { create: true }));
+        const inbox = keep(root.child("inbox", { create: true }));
+        box = keep(lockedChild(inbox, checkedAddress(address), { create: true }));
+      } catch (e) {
+        if (e.errno) throw cannotWrite(e.errno); // a folder we may not make
+        throw e;
+      }
       const queued = box.jsonNames().length;
       if (queued >= MAILBOX_CAP) throw fullMailbox(address, queued);
       for (;;) {
@@ -60,7 +67,7 @@ export class Mailboxes {
           box.writeDurably(`${id}.json.tmp`, `${id}.json`, encodeMessage({ id, sentAt, from, replyTo, body }));
         } catch (e) {
           if (e.code === "EEXIST") continue;
-          throw failed(`cannot write to mailbox ${address}: ${e.code}`, { address }, "cannot_write");
+          throw cannotWrite(e.code);
         }
         return id;
       }
@@ -137,6 +144,16 @@ function entryProblem(found) {
 class Claim {
   constructor(root, box, address, name, fd, parsed) {
     Object.assign(this, { root, box, address, name, fd, ...parsed });
+  }
+
+  // Could this process unlink it? (The kernel asked, with our effective ids.)
+  removable() {
+    try {
+      fs.accessSync(`/proc/self/fd/${this.box.fd}`, fs.constants.W_OK | fs.constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   stillThere() {

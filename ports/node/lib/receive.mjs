@@ -91,6 +91,10 @@ export class Receiver {
     this.retryUnlinks(unlinkAllowed);
     for (const claim of this.post.mailboxes.claims(this.address)) {
       yield;
+      if (!claim.removable()) {
+        claim.release(); // nothing enters that could not be removed afterwards: all of it waits
+        break;
+      }
       if (claim.rejected) {
         logDrop(this.post.root, this.address, claim.name, null, claim.rejected, now());
         if (claim.setAside()) report.set_aside.push({ name: claim.name, reason: claim.rejected });
