@@ -47,14 +47,13 @@ Feature: Addresses belong to conversations
   Scenario: a directory with no session in it is refused, never made into a mailbox
     Given a live session "alice" in "/home/dev/alice"
     When I send "hello" to "/home/dev/nobody-here"
-    Then the send is refused saying "no session is registered in /home/dev/nobody-here"
-    And the refusal lists "alice"
+    Then the send is refused as "unknown_target" with handle "/home/dev/nobody-here" and path "/home/dev/nobody-here"
     And nothing was written
 
-  @INV-02 @INV-12
+  @INV-02 @INV-12 @should
   Scenario: an address that no session registered and no mailbox holds is refused
     When I send "hello" to "s-0123456789ab"
-    Then the send is refused saying "s-0123456789ab is unknown"
+    Then the send is refused as "unknown_address" with address "s-0123456789ab"
     And nothing was written
 
   @INV-02 @INV-21

@@ -11,7 +11,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
   @INV-09
   Scenario Outline: a body over the cap is refused with its size and the cap (<count> × <character>)
     When I send a body of <count> "<character>" characters to "bob"
-    Then the send is refused saying "body is <bytes> bytes; the cap is 32768"
+    Then the send is refused as "body_too_large" with size <bytes> and cap 32768
     And nothing was written
 
     Examples:
@@ -23,35 +23,38 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
   @INV-09
   Scenario: an empty body is refused, and nothing is written
     When I send an empty body to "bob"
-    Then the send is refused saying "empty body"
+    Then the send is refused as "empty_body"
     And nothing was written
 
   @INV-09
   Scenario: a body of nothing but blanks is refused, and nothing is written
     When I send a body of 40 " " characters to "bob"
-    Then the send is refused saying "empty body"
+    Then the send is refused as "empty_body"
     And nothing was written
 
   @INV-12
+  Scenario: an unknown target is refused
+    When I send "hello?" to "bobby"
+    Then the send is refused as "unknown_target" with handle "bobby"
+    And nothing was written
+
+  @INV-12 @should
   Scenario: an unknown target is refused with the reachable sessions listed
     When I send "hello?" to "bobby"
-    Then the send is refused saying '"bobby" is not an address'
-    And the refusal lists "bob" and "alice"
-    And nothing was written
+    Then the send is refused as "unknown_target" with reachable "bob" and "alice"
 
   @INV-12
   Scenario: an ambiguous target is refused with every candidate listed
     Given a live session "api-reviewer" in "/home/dev/api"
     And a live session "api-fixer" in "/srv/checkouts/api"
     When I send "which of you?" to "/home/dev/bob", "alice" and "api"
-    Then the send is refused saying '"api" matches more than one session'
-    And the refusal lists "api-reviewer" and "api-fixer"
+    Then the send is refused as "ambiguous_target" with handle "api" and candidates "api-reviewer" and "api-fixer"
     And nothing was written
 
   @INV-12
   Scenario: more than eight targets are refused
     When I send "everyone" to "bob", "alice", "bob", "alice", "bob", "alice", "bob", "alice" and "bob"
-    Then the send is refused saying "9 targets in one send; the cap is 8"
+    Then the send is refused as "too_many_targets" with count 9 and cap 8
     And nothing was written
 
   @INV-10 @INV-09
@@ -105,7 +108,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
     When I list all sessions
     Then the sessions listed are "alice" and "bob"
     When I resolve "ghost"
-    Then it is refused saying '"ghost" is not an address'
+    Then it is refused as "unknown_target" with handle "ghost"
     And the tree is byte-identical to what I remembered
 
     Examples:

@@ -92,15 +92,15 @@ Feature: Wire compatibility with pi-post 0.7, both directions
     Given the registry the reference's transcripts were made with, its live session running
     And I am working in "/home/dev/gtm"
     When I resolve "<handle>"
-    Then it is refused saying '<refusal>'
+    Then it is refused as "<code>" with handle "<handle>"<facts>
 
     Examples:
-      | handle              | refusal                                                                                              |
-      | 019a3f3             | "019a3f3" is not an address, a session id, a directory with a registered session, or a known session name |
-      | nobody              | "nobody" is not an address, a session id, a directory with a registered session, or a known session name  |
-      | /home/dev/elsewhere | no session is registered in /home/dev/elsewhere — a directory names the session running in it          |
-      | /home/dev/shared    | "/home/dev/shared" matches more than one session; use an address:\n  twin-a (s-1cd883c34fbb) — /home/dev/shared\n  twin-b (s-747efe845211) — /home/dev/shared |
-      | /home/dev/old       | "/home/dev/old" matches more than one session; use an address:\n  dashboard (s-6bb4b1bc7f53) — /home/dev/old\n  old-idea (s-f5e9b8d9f56c) — /home/dev/old |
+      | handle              | code             | facts                                                  |
+      | 019a3f3             | unknown_target   |                                                        |
+      | nobody              | unknown_target   |                                                        |
+      | /home/dev/elsewhere | unknown_target   | and path "/home/dev/elsewhere"                         |
+      | /home/dev/shared    | ambiguous_target | and candidates "s-1cd883c34fbb" and "s-747efe845211"   |
+      | /home/dev/old       | ambiguous_target | and candidates "s-6bb4b1bc7f53" and "s-f5e9b8d9f56c"   |
 
   @INV-21 @INV-12
   Scenario: a fan-out whose handles name one session twice deposits once per session, as the reference did

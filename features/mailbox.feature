@@ -32,8 +32,7 @@ Feature: Mailboxes
   Scenario: the 51st message is refused, naming the mailbox, and nothing is written
     Given "bob" has 50 messages queued
     When I send "one too many" to "bob"
-    Then the send is refused saying "is full"
-    And the refusal names the address of "bob"
+    Then the send is refused as "mailbox_full" with address "bob"
     And nothing was written
     And the mailbox of "bob" holds 50 messages
 
@@ -42,8 +41,7 @@ Feature: Mailboxes
     Given a live session "carol" in "/home/dev/carol"
     And "bob" has 50 messages queued
     When I send "to both of you" to "carol" and "bob"
-    Then the send is refused saying "is full"
-    And the refusal names the address of "bob"
+    Then the send is refused as "mailbox_full" with address "bob"
     And nothing was written
     And the mailbox of "carol" holds 0 messages
 

@@ -53,8 +53,7 @@ Feature: Resolution: every handle resolves, nothing is guessed
     Given a live session "twin-a" in "/home/dev/shared"
     And a live session "twin-b" in "/home/dev/shared"
     When I send "which of you?" to "<handle>"
-    Then the send is refused saying "matches more than one session"
-    And the refusal lists "twin-a" and "twin-b"
+    Then the send is refused as "ambiguous_target" with handle "<handle>" and candidates "twin-a" and "twin-b"
     And nothing was written
 
     Examples:
@@ -65,8 +64,7 @@ Feature: Resolution: every handle resolves, nothing is guessed
   @INV-12
   Scenario: a prefix that two session ids share is refused, listing both
     When I resolve "019a3f2e"
-    Then it is refused saying "matches more than one session"
-    And the refusal lists "gtm-summoner" and "cache"
+    Then it is refused as "ambiguous_target" with handle "019a3f2e" and candidates "gtm-summoner" and "cache"
 
   @INV-12 @INV-15
   Scenario Outline: a session whose process exists outranks an offline one (<a> and <b>)
@@ -80,30 +78,29 @@ Feature: Resolution: every handle resolves, nothing is guessed
       | stalled | offline | twin-a |
       | offline | stalled | twin-b |
 
-  @INV-12
-  Scenario: an unknown handle is refused, listing the sessions that can be reached
+  @INV-12 @should
+  Scenario: an unknown handle is refused, offering the sessions that can be reached
     Given an offline session "ghost" in "/home/dev/ghost" last seen 1 hour ago
     When I send "anyone?" to "nobody"
-    Then the send is refused saying '"nobody" is not an address, a session id'
-    And the refusal lists "gtm-summoner", "cache" and "dashboard"
-    And the refusal does not list "ghost"
+    Then the send is refused as "unknown_target" with handle "nobody"
+    And the refusal offers the reachable sessions "gtm-summoner", "cache" and "dashboard"
     And nothing was written
 
   @INV-12
   Scenario: seven hex characters are not a session id prefix
     When I resolve "019a3f3"
-    Then it is refused saying '"019a3f3" is not an address'
+    Then it is refused as "unknown_target" with handle "019a3f3"
 
   @INV-12
   Scenario: one unknown target refuses the whole send
     When I send "fan-out" to "cache-fix", "nobody" and "dashboard"
-    Then the send is refused saying "nobody"
+    Then the send is refused as "unknown_target" with handle "nobody"
     And nothing was written
 
   @INV-12
   Scenario: more than eight targets are a broadcast, and refused
     When I send "to all" to "dashboard" 9 times over
-    Then the send is refused saying "9 targets in one send; the cap is 8"
+    Then the send is refused as "too_many_targets" with count 9 and cap 8
     And nothing was written
 
   @INV-12 @INV-13

@@ -446,7 +446,7 @@ ALREADY = (("s-aaaaaaaaaaaa", "1796078534364-bb43be6c"),)
             "body is more than 32768 bytes; the cap is 32768 "
             "(send a summary and a path, not a payload)",
         ),
-        (BadEnvelope("replyTo is not an address"), "replyTo is not an address"),
+        (BadEnvelope("replyTo", "replyTo is not an address"), "replyTo is not an address"),
         (
             MailboxFull(OTHER, 50, 50),
             f"mailbox {OTHER} is full (50 queued; the cap is 50) — "

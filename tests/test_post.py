@@ -241,7 +241,7 @@ def test_an_envelope_the_message_rules_refuse_is_refused_with_their_reason(
 ) -> None:
     with pytest.raises(Refused) as refused:
         post_at(root).send([offline.address], "hi", Sender(kind="process", name=""), caller())
-    assert refused.value.reason == BadEnvelope("from.name is empty")
+    assert refused.value.reason == BadEnvelope("from.name", "from.name is empty")
     assert str(refused.value) == "from.name is empty"
 
 

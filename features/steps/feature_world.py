@@ -293,9 +293,14 @@ class World:
     def inbox(self, label: str) -> Path:
         return self.root / "inbox" / self.address(label)
 
-    def refusal(self) -> str:
+    def refusal(self) -> dict[str, Json]:
+        """The reason of the refusal the action got: ``{"code", "text", …facts}``.
+        Steps judge its code and facts; the text is the implementation's own."""
         assert "refused" in self.result, f"expected a refusal, got {self.result}"
-        return text_of(self.result["refused"])
+        reason = dict_of(self.result["refused"])
+        text_of(reason.get("code"))
+        text_of(reason.get("text"))
+        return reason
 
     def receipts(self) -> list[dict[str, Json]]:
         assert "receipts" in self.result, f"expected receipts, got {self.result}"

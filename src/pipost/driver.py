@@ -5,10 +5,12 @@ The Gherkin features and the state machines drive an implementation only through
 (dicts, lists, strings, integers, booleans, None), so the same suite can run
 in-process against pipost or, over a JSON-lines transport, against a port.
 
-Outcomes of the contract are results, not exceptions: ``{"refused": text}`` when
+Outcomes of the contract are results, not exceptions: ``{"refused": reason}`` when
 pi-post refuses (an unknown target, an oversize body, a full mailbox) and
-``{"failed": text}`` when the filesystem failed an operation. A misuse of the
-interface itself (an operation not in ``capabilities``, a missing or mistyped
+``{"failed": reason}`` when the filesystem failed an operation, where a reason is
+``{"code", "text", …facts}`` (:func:`reason`): the suite judges the code and the
+facts, and pipost's words travel beside them. A misuse of the interface itself
+(an operation not in ``capabilities``, a missing, unknown, mistyped or null
 argument) raises DriverError; a transport reports it as an error line.
 
 Messages and records appear in results in their wire form (SPEC 1.2, 1.3).
@@ -43,11 +45,12 @@ from pathlib import Path
 from typing import Protocol, TextIO, TypeAlias, Union
 
 from pipost import format, host, mailbox, message, registry
-from pipost.address import address_of, checked, default_name, is_address
+from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected, Sender
 from pipost.policy import inbound_mode
 from pipost.post import Post, Refused
 from pipost.reception import Action, Outcome
+from pipost.refusals import BadEnvelope, MalformedAddress, NoProcess, NoRecord, PidRunning, Refusal
 from pipost.resolve import Caller
 from pipost.session import Candidate, Record
 from pipost.session import to_json as record_json
@@ -57,6 +60,9 @@ Result: TypeAlias = dict[str, Json]
 
 DEFAULT_NOW = 1_796_078_534_257
 """Where the injected clock starts: the moment of the reference CLI's transcripts."""
+
+PROTOCOL = 1
+"""The version of the driver protocol this module speaks and the suite sends."""
 
 
 class DriverError(Exception):
@@ -134,11 +140,13 @@ class InProcessDriver:
         _check_arguments(op, operation, args)
         try:
             return operation(**args)
-        except Refused as refusal:
-            return {"refused": str(refusal)}
+        except Refused as refused:
+            if isinstance(refused.reason, str):  # a front end's own words: not the driver's
+                raise
+            return {refused.reason.outcome: reason(refused.reason)}
         except OSError as error:
             where = f": {error.filename}" if error.filename else ""
-            return {"failed": f"{error.strerror or error}{where}"}
+            return {"failed": {"code": "io_error", "text": f"{error.strerror or error}{where}"}}
 
     # -- the interface itself ---------------------------------------------------------
 
@@ -162,13 +170,13 @@ class InProcessDriver:
         """Start a process, with ``pid`` if given, else a fresh pid. Result: ``{"pid": n}``.
         Refused if a process already has ``pid``."""
         if pid is not None and self.processes.start_token(pid) is not None:
-            raise Refused(f"pid {pid} is running")
+            raise Refused(PidRunning(pid))
         return {"pid": self.processes.start(pid)}
 
     def op_process_stop(self, pid: int) -> Result:
         """The process ``pid`` exits. Result: ``{"pid": n}``; refused if none runs."""
         if not self.processes.stop(pid):
-            raise Refused(f"no process has pid {pid}")
+            raise Refused(NoProcess(pid))
         return {"pid": pid}
 
     def op_process_recycle(self, pid: int) -> Result:
@@ -241,7 +249,8 @@ class InProcessDriver:
         elif is_address(reply_to):
             reply = reply_to
         else:
-            raise Refused(f"reply_to must be an address or none, not {format.visible(reply_to)!r}")
+            problem = f"reply_to must be an address or none, not {format.visible(reply_to)!r}"
+            raise Refused(BadEnvelope("replyTo", problem))
         receipts = self.post.send(targets, body, sender, self._caller(cwd, home), reply_to=reply)
         return {
             "receipts": [
@@ -400,7 +409,7 @@ class InProcessDriver:
     def _record_of(self, session_id: str) -> Record:
         record = registry.read(self.root, address_of(session_id))
         if record is None:
-            raise Refused(f"session {format.visible(session_id)!r} has no record")
+            raise Refused(NoRecord(session_id))
         return record
 
     def _sender(self, cwd: str, label: str | None, session: str | None) -> Sender:
@@ -646,10 +655,21 @@ def open_driver(root: Path, *, home: str, command: str | None = None) -> Driver:
 
 def _address(text: str) -> str:
     """Addresses are checked before any path is built from them (INV-22)."""
-    try:
-        return checked(text)
-    except ValueError as error:
-        raise Refused(str(error)) from None
+    if not is_address(text):
+        raise Refused(MalformedAddress(text))
+    return text
+
+
+def reason(refusal: Refusal) -> dict[str, Json]:
+    """A refusal as the protocol carries it: its code, pipost's words for it and its
+    facts, the sessions among them as their addresses."""
+    found: dict[str, Json] = {"code": refusal.code, "text": format.refusal(refusal)}
+    for name in refusal.facts:
+        value = getattr(refusal, name)
+        if isinstance(value, tuple):  # sessions: the candidates or the reachable ones
+            value = [candidate.address for candidate in value]
+        found[name] = value
+    return found
 
 
 def _reasons(outcomes: list[Outcome], action: Action) -> list[Json]:

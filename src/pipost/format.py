@@ -251,6 +251,14 @@ def refusal(why: Refusal) -> str:
                 f"cannot write to mailbox {why.address} ({why.folder}): {why.reason}"
                 + _already_queued(why.already_queued)
             )
+        case refusals.PidRunning():
+            return f"pid {why.pid} is running"
+        case refusals.NoProcess():
+            return f"no process has pid {why.pid}"
+        case refusals.NoRecord():
+            return f"session {visible(why.session_id)!r} has no record"
+        case refusals.MalformedAddress():
+            return f"not an address: {visible(why.address)!r}"
     raise AssertionError(f"a refusal without a text: {why!r}")
 
 

@@ -6,6 +6,11 @@ these values, :func:`pipost.format.refusal` turns each kind into the text the
 reference printed, and a front end that is not a terminal (the conformance
 driver) can pass the kind and its facts on instead.
 
+Beside each kind, as data, is what it is called on the driver protocol (SPEC 11):
+its ``code``, the ``facts`` (the fields the protocol names, in its spelling: the
+sessions of a refusal as their addresses) and its ``outcome`` — ``refused`` for a
+refusal of the contract, ``failed`` for a file system that failed the operation.
+
 Pure, and on the send path: plain :class:`~pipost.value.Value` classes.
 """
 
@@ -15,7 +20,7 @@ from pipost.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Final
+    from typing import ClassVar, Final
 
     from pipost.session import Candidate
 
@@ -27,6 +32,11 @@ class Refusal(Value):
     """One reason to refuse; each subclass is a kind."""
 
     __slots__ = ()
+    code: ClassVar[str]
+    """The kind's name on the driver protocol, snake_case."""
+    facts: ClassVar[tuple[str, ...]] = ()
+    """The fields the protocol passes on beside the code and the text."""
+    outcome: ClassVar[str] = "refused"
 
 
 # -- resolution (SPEC 4) ----------------------------------------------------------
@@ -37,6 +47,8 @@ class UnknownTarget(Refusal):
     ``reachable`` are the sessions the refusal offers instead (live ones, else all)."""
 
     __slots__ = ("handle", "reachable")
+    code = "unknown_target"
+    facts = ("handle", "reachable")
     handle: Final[str]
     reachable: Final[tuple[Candidate, ...]]
 
@@ -50,6 +62,8 @@ class NoSessionIn(Refusal):
     of no registered session."""
 
     __slots__ = ("handle", "path", "reachable")
+    code = "unknown_target"
+    facts = ("handle", "path", "reachable")
     handle: Final[str]
     path: Final[str]
     reachable: Final[tuple[Candidate, ...]]
@@ -64,6 +78,8 @@ class Ambiguous(Refusal):
     """``handle`` matches every one of ``candidates`` equally well."""
 
     __slots__ = ("handle", "candidates")
+    code = "ambiguous_target"
+    facts = ("handle", "candidates")
     handle: Final[str]
     candidates: Final[tuple[Candidate, ...]]
 
@@ -76,6 +92,8 @@ class UnknownAddress(Refusal):
     """No session registered ``address`` and it has no mailbox."""
 
     __slots__ = ("address",)
+    code = "unknown_address"
+    facts = ("address",)
     address: Final[str]
 
     def __init__(self, address: str) -> None:
@@ -86,12 +104,15 @@ class NoTargets(Refusal):
     """A send that names no target."""
 
     __slots__ = ()
+    code = "no_targets"
 
 
 class TooManyTargets(Refusal):
     """``count`` targets named in one send, over the ``cap``."""
 
     __slots__ = ("count", "cap")
+    code = "too_many_targets"
+    facts = ("count", "cap")
     count: Final[int]
     cap: Final[int]
 
@@ -107,12 +128,14 @@ class EmptyBody(Refusal):
     """A body that is empty or only white space."""
 
     __slots__ = ()
+    code = "empty_body"
 
 
 class BodyNotText(Refusal):
     """A body holding unpaired surrogates (undecodable bytes): no UTF-8 spells it."""
 
     __slots__ = ()
+    code = "body_not_text"
 
 
 class BodyTooLarge(Refusal):
@@ -121,6 +144,8 @@ class BodyTooLarge(Refusal):
     the cap" is known."""
 
     __slots__ = ("size", "cap")
+    code = "body_too_large"
+    facts = ("size", "cap")
     size: Final[int | None]
     cap: Final[int]
 
@@ -130,13 +155,18 @@ class BodyTooLarge(Refusal):
 
 
 class BadEnvelope(Refusal):
-    """A sender or reply address that the message rules refuse; ``problem`` is the
-    rule's own reason, as the parser gives it for a letter on disk."""
+    """A sender or reply address that the message rules refuse: ``field`` names the
+    field (dotted: ``from.name``), ``problem`` is the rule's own reason, as the
+    parser gives it for a letter on disk."""
 
-    __slots__ = ("problem",)
+    __slots__ = ("field", "problem")
+    code = "bad_envelope"
+    facts = ("field",)
+    field: Final[str]
     problem: Final[str]
 
-    def __init__(self, problem: str) -> None:
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
         self.problem = problem
 
 
@@ -147,6 +177,8 @@ class MailboxFull(Refusal):
     """The mailbox of ``address`` holds ``queued`` letters, the ``cap``."""
 
     __slots__ = ("address", "queued", "cap", "already_queued")
+    code = "mailbox_full"
+    facts = ("address", "queued", "cap")
     address: Final[str]
     queued: Final[int]
     cap: Final[int]
@@ -164,6 +196,9 @@ class CannotWrite(Refusal):
     (its ``folder``), for ``reason`` (the system's words: "Permission denied")."""
 
     __slots__ = ("address", "folder", "reason", "already_queued")
+    code = "cannot_write"
+    facts = ("address",)
+    outcome = "failed"
     address: Final[str]
     folder: Final[str]
     reason: Final[str]
@@ -174,3 +209,56 @@ class CannotWrite(Refusal):
         self.folder = folder
         self.reason = reason
         self.already_queued = already_queued
+
+
+# -- the driver's world (SPEC 11) ---------------------------------------------------
+# What the conformance driver refuses of the world a scenario keeps: its fake
+# processes and the sessions' records.
+
+
+class PidRunning(Refusal):
+    """A process was to start with ``pid``, which a running process has."""
+
+    __slots__ = ("pid",)
+    code = "pid_running"
+    facts = ("pid",)
+    pid: Final[int]
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
+class NoProcess(Refusal):
+    """No running process has ``pid``."""
+
+    __slots__ = ("pid",)
+    code = "no_process"
+    facts = ("pid",)
+    pid: Final[int]
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
+class NoRecord(Refusal):
+    """The session ``session_id`` has no record to refresh or to mark offline."""
+
+    __slots__ = ("session_id",)
+    code = "no_record"
+    facts = ("session_id",)
+    session_id: Final[str]
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+
+
+class MalformedAddress(Refusal):
+    """``address`` is not an address: no path is built from it (INV-22)."""
+
+    __slots__ = ("address",)
+    code = "malformed_address"
+    facts = ("address",)
+    address: Final[str]
+
+    def __init__(self, address: str) -> None:
+        self.address = address

@@ -1,0 +1,249 @@
+"""Refusals and failures on the driver protocol (SPEC 11): each is a reason object,
+``{"code", "text", …facts}``, with exactly the code and the facts the protocol
+names and pipost's own words as its text. The texts are pinned here, whole, as
+they are this implementation's golden output (the features judge codes only)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from pipost import mailbox, registry
+from pipost.driver import InProcessDriver, Json, Result
+
+UNKNOWN = "s-0123456789ab"
+NOT_A_TARGET = (
+    "is not an address, a session id, a directory with a registered session, "
+    "or a known session name"
+)
+
+
+@pytest.fixture
+def driver(tmp_path: Path) -> InProcessDriver:
+    return InProcessDriver(tmp_path / "post", home=str(tmp_path))
+
+
+def session_in(driver: InProcessDriver, tmp_path: Path, name: str, folder: str) -> str:
+    cwd = tmp_path / folder
+    cwd.mkdir(parents=True, exist_ok=True)
+    result = driver.call("register", session_id=f"id-{name}", cwd=str(cwd), name=name)
+    return str(result["address"])
+
+
+def line_of(name: str, address: str, cwd: Path) -> str:
+    return f"  {name} ({address}) — {cwd}"
+
+
+def send(driver: InProcessDriver, targets: list[str], body: str = "hi", **args: Json) -> Result:
+    return driver.call("send", targets=list[Json](targets), body=body, cwd="/", **args)
+
+
+def test_an_unknown_handle_names_the_handle_and_the_reachable_sessions(
+    driver: InProcessDriver, tmp_path: Path
+) -> None:
+    bob = session_in(driver, tmp_path, "bob", "bob")
+    assert send(driver, ["nobody"]) == {
+        "refused": {
+            "code": "unknown_target",
+            "text": f'"nobody" {NOT_A_TARGET}\nreachable sessions:\n'
+            + line_of("bob", bob, tmp_path / "bob"),
+            "handle": "nobody",
+            "reachable": [bob],
+        }
+    }
+
+
+def test_a_directory_without_a_session_names_its_canonical_path_too(
+    driver: InProcessDriver, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    handle = f"{tmp_path}//empty/"
+    assert send(driver, [handle]) == {
+        "refused": {
+            "code": "unknown_target",
+            "text": f"no session is registered in {tmp_path / 'empty'} — a directory names the "
+            "session running in it\nno session is registered yet",
+            "handle": handle,
+            "path": str(tmp_path / "empty"),
+            "reachable": [],
+        }
+    }
+
+
+def test_an_ambiguous_handle_names_every_candidate(driver: InProcessDriver, tmp_path: Path) -> None:
+    a = session_in(driver, tmp_path, "twin-a", "shared")
+    driver.call("advance_clock", ms=1)
+    b = session_in(driver, tmp_path, "twin-b", "shared")
+    refused = driver.call("resolve", handle="shared", cwd="/")["refused"]
+    assert refused == {
+        "code": "ambiguous_target",
+        "text": '"shared" matches more than one session; use an address:\n'
+        + line_of("twin-b", b, tmp_path / "shared")
+        + "\n"
+        + line_of("twin-a", a, tmp_path / "shared"),
+        "handle": "shared",
+        "candidates": [b, a],
+    }
+
+
+@pytest.mark.parametrize(
+    ("targets", "body", "reason"),
+    [
+        (
+            [UNKNOWN],
+            "hi",
+            {
+                "code": "unknown_address",
+                "text": f"{UNKNOWN} is unknown: no session registered it and it has no mailbox "
+                "(nothing can be addressed that does not exist)",
+                "address": UNKNOWN,
+            },
+        ),
+        ([], "hi", {"code": "no_targets", "text": "send requires --to <target>"}),
+        (
+            [UNKNOWN] * 9,
+            "hi",
+            {
+                "code": "too_many_targets",
+                "text": "9 targets in one send; the cap is 8 — a wider fan-out is a broadcast, "
+                "not a message",
+                "count": 9,
+                "cap": 8,
+            },
+        ),
+        (
+            [UNKNOWN],
+            " \n",
+            {"code": "empty_body", "text": "empty body (pass --body or pipe stdin)"},
+        ),
+        (
+            [UNKNOWN],
+            "h\udcff",
+            {
+                "code": "body_not_text",
+                "text": "body is not valid text (it holds unpaired surrogates)",
+            },
+        ),
+        (
+            [UNKNOWN],
+            "é" * 16385,
+            {
+                "code": "body_too_large",
+                "text": "body is 32770 bytes; the cap is 32768 (send a summary and a path, "
+                "not a payload)",
+                "size": 32770,
+                "cap": 32768,
+            },
+        ),
+    ],
+)
+def test_a_send_is_refused_with_the_code_and_facts_of_its_kind(
+    driver: InProcessDriver, targets: list[str], body: str, reason: dict[str, Json]
+) -> None:
+    assert send(driver, targets, body) == {"refused": reason}
+
+
+def test_a_bad_reply_address_is_a_bad_envelope_naming_the_field(driver: InProcessDriver) -> None:
+    assert send(driver, [UNKNOWN], reply_to="../x") == {
+        "refused": {
+            "code": "bad_envelope",
+            "text": "reply_to must be an address or none, not '../x'",
+            "field": "replyTo",
+        }
+    }
+
+
+def test_a_sender_the_message_rules_refuse_is_a_bad_envelope(driver: InProcessDriver) -> None:
+    assert send(driver, [UNKNOWN], label="x\udcff") == {
+        "refused": {
+            "code": "bad_envelope",
+            "text": "text holds unpaired surrogates",
+            "field": "from",
+        }
+    }
+
+
+def test_a_full_mailbox_names_its_address_the_count_and_the_cap(
+    driver: InProcessDriver, tmp_path: Path
+) -> None:
+    bob = session_in(driver, tmp_path, "bob", "bob")
+    for number in range(mailbox.CAP):
+        assert "receipts" in send(driver, [bob], f"letter {number}")
+    assert send(driver, [bob]) == {
+        "refused": {
+            "code": "mailbox_full",
+            "text": f"mailbox {bob} is full (50 queued; the cap is 50) — the session is not "
+            "reading its mail",
+            "address": bob,
+            "queued": 50,
+            "cap": 50,
+        }
+    }
+
+
+def test_a_mailbox_that_cannot_be_written_is_a_failure_naming_its_address(
+    driver: InProcessDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Injected: CI runs as root, which writes a read-only folder anyway."""
+    bob = session_in(driver, tmp_path, "bob", "bob")
+    folder = str(tmp_path / "post" / "inbox" / bob)
+
+    def refuse(top: object, address: str, letter: object) -> str:
+        raise mailbox.DepositFailed(
+            folder, address, PermissionError(errno.EACCES, "Permission denied")
+        )
+
+    monkeypatch.setattr(mailbox, "deposit", refuse)
+    assert send(driver, [bob]) == {
+        "failed": {
+            "code": "cannot_write",
+            "text": f"cannot write to mailbox {bob} ({folder}): Permission denied",
+            "address": bob,
+        }
+    }
+
+
+def test_any_other_failure_of_the_file_system_is_an_io_error(
+    driver: InProcessDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/post/registry")
+
+    monkeypatch.setattr(registry, "register", full_disk)
+    assert driver.call("register", session_id="a", cwd=str(tmp_path)) == {
+        "failed": {"code": "io_error", "text": "No space left on device: /post/registry"}
+    }
+
+
+def test_the_world_of_the_driver_refuses_with_codes_too(driver: InProcessDriver) -> None:
+    pid = driver.call("process_start")["pid"]
+    assert driver.call("process_start", pid=pid) == {
+        "refused": {"code": "pid_running", "text": f"pid {pid} is running", "pid": pid}
+    }
+    assert driver.call("process_stop", pid=7) == {
+        "refused": {"code": "no_process", "text": "no process has pid 7", "pid": 7}
+    }
+    for op in ("heartbeat", "shutdown"):
+        assert driver.call(op, session_id="gone\x1b") == {
+            "refused": {
+                "code": "no_record",
+                "text": "session 'gone\\\\x1b' has no record",
+                "session_id": "gone\x1b",
+            }
+        }
+
+
+@pytest.mark.parametrize("op", ["record", "peek", "count", "take"])
+def test_a_malformed_address_is_refused_before_any_path_is_built(
+    driver: InProcessDriver, op: str
+) -> None:
+    assert driver.call(op, address="../etc") == {
+        "refused": {
+            "code": "malformed_address",
+            "text": "not an address: '../etc'",
+            "address": "../etc",
+        }
+    }
