@@ -111,16 +111,10 @@ class World {
     return this.birth(this.nextPid++);
   }
 
-  sessionOf(sessionId) {
-    const address = addressOf(sessionId);
-    const record = this.post.registry.read(address);
-    return { address, record };
-  }
-
   needRecord(sessionId) {
-    const found = this.sessionOf(sessionId);
-    if (!found.record) throw new Refused(reason("no_record", `no session ${JSON.stringify(sessionId)} is registered`, { session_id: sessionId }));
-    return found.record;
+    const record = this.post.registry.read(addressOf(sessionId));
+    if (!record) throw new Refused(reason("no_record", `no session ${JSON.stringify(sessionId)} is registered`, { session_id: sessionId }));
+    return record;
   }
 
   // The receiver of that name, made on first use (or after a crash, a restart

@@ -84,7 +84,7 @@ export class PostOffice {
     }
     const sessions = this.sessions();
     const live = (s) => s.presence !== "offline";
-    const decide = (matches, facts = {}) => {
+    const decide = (matches) => {
       const running = matches.filter(live);
       const chosen = running.length ? running : matches;
       if (chosen.length === 1) {
