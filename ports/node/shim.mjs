@@ -5,11 +5,11 @@
 import fs from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
-import { addressOf, defaultName, parseLetter, plain } from "./lib/wire.mjs";
-import { Failed, Refused, failed } from "./lib/disk.mjs";
-import { PostOffice, canonical, checkedAddress } from "./lib/post.mjs";
+import { addressOf, defaultName, parseLetter, plain, reason } from "./lib/wire.mjs";
+import { Failed, Refused } from "./lib/disk.mjs";
+import { checkedAddress } from "./lib/mailbox.mjs";
+import { PostOffice, canonical } from "./lib/post.mjs";
 import { Context, Receiver } from "./lib/receive.mjs";
-import { reason } from "./lib/wire.mjs";
 
 const PROTOCOL = 1;
 const VERSION = JSON.parse(fs.readFileSync(new URL("./package.json", import.meta.url), "utf8")).version;

@@ -4,7 +4,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { BODY_CAP, addressOf, defaultName, isAddress, isWellFormed, reason, utf8Length } from "./wire.mjs";
 import { Folder, Refused, lockedChild, within } from "./disk.mjs";
-import { MAILBOX_CAP, Mailboxes, checkedAddress, fullMailbox } from "./mailbox.mjs";
+import { MAILBOX_CAP, Mailboxes, fullMailbox } from "./mailbox.mjs";
 import { Registry, presenceOf } from "./registry.mjs";
 
 export const TARGET_CAP = 8;
@@ -238,5 +238,3 @@ export class PostOffice {
     return removed;
   }
 }
-
-export { checkedAddress };

@@ -36,7 +36,7 @@ export function defaultName(cwd, address) {
 // JSON.parse keeps the last of duplicated keys, reads 1.0 as 1 and recurses
 // without a bound, so letters and records get a reader of their own.
 
-export class Float {
+class Float {
   // a number spelled with a fraction or an exponent (or too large to be exact): never an integer field
   constructor(value) {
     this.value = value;
