@@ -1,4 +1,4 @@
-@cli @pipost-only
+@cli @pipost-only @should
 Feature: pi-post doctor checks the post office, and changes nothing
   `pi-post doctor` looks at the post office folder, the machine and the wire
   contract, and gives one finding per line with its fix: exit 0 when nothing
@@ -18,13 +18,13 @@ Feature: pi-post doctor checks the post office, and changes nothing
     Then it exits 0, printing a "doctor" document the shipped schema accepts
     And every finding is ok
     And the findings include "root-ok", "registry-ok", "inbox-ok", "temporaries-ok", "records-ok", "mailboxes-ok" and "contract-ok"
-    And the document's "root" is "{scratch}/post"
+    And the document names the post office "{scratch}/post"
     And the command wrote nothing
     When at the shell I run pi-post doctor
     Then it exits 0, each finding of that document on a line of its own
     And the command wrote nothing
 
-  @INV-16 @INV-15
+  @INV-16
   Scenario: a post office with planted problems: exit 1, each problem found, nothing written
     Given the mailbox of "builder" holds 40 letters
     And a session "crashed" with id "019a3f32-3333-7444-8555-666677778888" in "{scratch}/crashed" whose pid no process has
@@ -43,7 +43,7 @@ Feature: pi-post doctor checks the post office, and changes nothing
     Then it exits 1, each finding of that document on a line of its own
     And the command wrote nothing
 
-  @INV-16 @INV-06
+  @INV-16
   Scenario: a session with two listeners running is found, and nothing is written
     Given "builder" has 2 listeners running
     When at the shell I run pi-post doctor --json
@@ -60,7 +60,7 @@ Feature: pi-post doctor checks the post office, and changes nothing
     And the findings include "temporaries-ok"
     And the command wrote nothing
 
-  @INV-16 @INV-22
+  @INV-16
   Scenario Outline: a post office folder that <danger> is found by doctor, which changes nothing
     Given the post office folder <danger>
     When at the shell I run pi-post doctor --json

@@ -1,4 +1,4 @@
-@cli @pipost-only
+@cli @pipost-only @should
 Feature: --json documents for scripts, valid against the shipped schema
   `list`, `resolve`, `peek`, `log` and `quarantine` take `--json` and print one
   JSON document instead of their text, valid against
@@ -43,11 +43,10 @@ Feature: --json documents for scripts, valid against the shipped schema
   @INV-12
   Scenario: a refused target prints no document
     When at the shell I run pi-post resolve --json nobody
-    Then it fails, saying "nobody"
+    Then it fails for its targets, saying "nobody", and writes nothing
     And it prints nothing on standard output
-    And the command wrote nothing
 
-  @INV-16 @INV-10
+  @INV-16 @INV-10 @INV-13
   Scenario: peek --json gives each letter's id, sender, time and body, or why it is not a message
     Given the mailbox of "dashboard" holds the letter pi-post 0.7 wrote, "1796078534364-bb43be6c.json"
     And the mailbox of "dashboard" holds a file "0000000000001-00000000.json" that is not JSON
@@ -60,7 +59,7 @@ Feature: --json documents for scripts, valid against the shipped schema
       | 1796078534364-bb43be6c.json | 1796078534364-bb43be6c | process:gtm | 2026-11-30T22:42:14.364Z | main moved; rebase before you push | -        |
     And the command wrote nothing
 
-  @INV-16
+  @INV-16 @INV-10
   Scenario: log --json and quarantine --json give what was dropped and set aside
     Given the drop log says "1796078534257-0badf00d.json" for "builder" from "process:pong" was dropped: "duplicate: identical body within 10 s"
     And the quarantine of "dashboard" holds "0000000000002-00000000.json", set aside because "not JSON"

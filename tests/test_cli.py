@@ -807,6 +807,93 @@ def test_undecodable_file_names_reach_a_strict_terminal_spelled_out(tmp_path: Pa
     assert shown[1].startswith("(not a message: \\udcff\\udcfe.json — ")
 
 
+def test_peek_shows_a_hostile_body_on_one_legible_line(tmp_path: Path) -> None:
+    """pipost's rendering (format.one_line, format.visible): line breaks and tabs
+    are spaces, every other control and bidi control is spelled out."""
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-peek-hostile", "/home/dev/x"))
+    sender = Sender(kind="process", name="eve\x1b[8m\u202e")
+    body = "first\nsecond\tcolumn\r\nthird\rfourth \x1b[2J\x1b]0;owned\x07\x08\x9b1A\x7f\u200f"
+    deposit(root, record.address, new_message(sender, body, NOW, nonce="0badc0de"))
+    ran = run(["peek", record.address], root)
+    assert (ran.code, ran.stderr) == (0, "")
+    assert ran.stdout == (
+        "2026-11-30T22:42:14.257Z eve\\x1b[8m\\u202e: first second column third fourth "
+        "\\x1b[2J\\x1b]0;owned\\x07\\x08\\x9b1A\\x7f\\u200f\n"
+    )
+
+
+def test_list_resolve_and_refusals_show_a_hostile_record_spelled_out(tmp_path: Path) -> None:
+    """pipost's rendering of a record whose name, cwd and session id hold controls
+    and bidi characters: each spelled out, the layout of each line kept."""
+    root = tmp_path / "post"
+    record = make_record(
+        "sess\x1b[2J\u200f-id",
+        "/home/dev/\x1b]0;owned\x07\tdir",
+        name="mal\u202elory\r\x9b",
+        last_seen=NOW - 61_000,
+    )
+    write_record(root, record)
+    name, cwd, session = (
+        "mal\\u202elory\\x0d\\x9b",
+        "/home/dev/\\x1b]0;owned\\x07\\x09dir",
+        ("sess\\x1b[2J\\u200f-id"),
+    )
+    assert record.address == "s-6c4858319b31"
+    listed = run(["list"], root)
+    assert (listed.code, listed.stderr) == (0, "")
+    assert listed.stdout == (
+        f"{name} — s-6c4858319b31 (offline 1m ago) {cwd} [pi --session {session}]\n"
+    )
+    resolved = run(["resolve", record.address], root)
+    assert (resolved.code, resolved.stderr) == (0, "")
+    assert resolved.stdout == (
+        f"name:     {name}\n"
+        "address:  s-6c4858319b31\n"
+        f"session:  {session}\n"
+        "presence: offline\n"
+        f"cwd:      {cwd}\n"
+        f"resume:   cd '{cwd}' && pi --session '{session}'\n"
+    )
+    refused = run(["resolve", "nobody"], root)
+    assert (refused.code, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        'pi-post: "nobody" is not an address, a session id, a directory with a registered '
+        "session, or a known session name\n"
+        f"reachable sessions:\n  {name} (s-6c4858319b31) — {cwd}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["list", "--all\x1b[2J\x9b"],
+            "pi-post: unknown option --all\\x1b[2J\\x9b for list (see pi-post list --help)\n",
+        ),
+        (
+            ["peek", "--json\x07", "bob"],
+            "pi-post: unknown option --json\\x07 for peek (see pi-post peek --help)\n",
+        ),
+    ],
+)
+def test_an_unknown_option_is_shown_spelled_out(tmp_path: Path, argv: list[str], said: str) -> None:
+    ran = run(argv, tmp_path / "post")
+    assert (ran.code, ran.stdout, ran.stderr) == (1, "", said)
+
+
+def test_a_hostile_root_path_is_spelled_out_in_the_fix_it_names(tmp_path: Path) -> None:
+    root = tmp_path / "post\x1b]0;owned\x07"
+    root.mkdir(mode=0o700)
+    root.chmod(0o777)
+    ran = run(["list"], root)
+    shown = str(tmp_path) + "/post\\x1b]0;owned\\x07"
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == (
+        f"pi-post: {shown}: writable by others (mode 0777); make it private: chmod 700 {shown}\n"
+    )
+
+
 # -- listen: one listener per session, and a working directory that exists ----------------
 
 

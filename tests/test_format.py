@@ -165,8 +165,18 @@ def test_no_body_or_sender_can_forge_a_frame_line(message: Message) -> None:
 # -- visible ------------------------------------------------------------------------
 
 INVISIBLE_FORMAT = {
-    chr(c) for c in [0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    chr(c)
+    for c in [
+        0x061C,
+        0x200E,
+        0x200F,
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ]
 }
+"""Unicode's Bidi_Control characters and the line and paragraph separators."""
 
 
 @given(st.text() | hostile_text)
@@ -183,6 +193,7 @@ def test_visible_leaves_no_control_characters(text: str) -> None:
         ("a\nb\tc\r", "a\\x0ab\\x09c\\x0d"),
         ("\x7f\x85\x9f", "\\x7f\\x85\\x9f"),
         ("left\u202eright", "left\\u202eright"),
+        ("mark\u200fed \u061c\u200e", "mark\\u200fed \\u061c\\u200e"),
         ("line\u2028sep", "line\\u2028sep"),
         ("plain text, é, 会话, │", "plain text, é, 会话, │"),
         ("bad \udcff byte", "bad \\udcff byte"),
@@ -210,14 +221,41 @@ any_text = st.text(st.characters(exclude_categories=()))
 @example("".join(sorted(INVISIBLE_FORMAT)))
 # Each edge of each unsafe range, and its neighbour outside.
 @example("\x00\x1f\x20\x7e\x7f\x9f\xa0\u2027\u202f\u2065\u206a\ud7ff\ud800\udfff\ue000")
+@example("\u061b\u061c\u061d\u200d\u200e\u200f\u2010")
 def test_visible_spells_out_exactly_the_unsafe_characters(text: str) -> None:
     assert format.visible(text) == "".join(map(spelled_out, text))
 
 
-@given(st.text(st.sampled_from("\r\n a\x85\u2028")) | any_text)
-def test_one_line_turns_each_line_break_into_one_space(text: str) -> None:
+@given(st.text(st.sampled_from("\r\n\t a\x85\u2028")) | any_text)
+@example("tab\there, crlf\r\n, cr\r, lf\n")
+def test_one_line_turns_each_line_break_and_tab_into_one_space(text: str) -> None:
     # A CRLF pair is one break; a lone CR or LF is one too.
-    assert format.one_line(text) == format.visible(re.sub(r"\r\n|[\r\n]", " ", text))
+    assert format.one_line(text) == format.visible(re.sub(r"\r\n|[\r\n\t]", " ", text))
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain, é, 会话", "plain, é, 会话"),
+        ("two\nlines", "two\nlines"),
+        (
+            "pi-post: unknown option --\x1b[2J\nnext \u202e\x9b",
+            "pi-post: unknown option --\\x1b[2J\nnext \\u202e\\x9b",
+        ),
+        ("a\r\nb\t", "a\\x0d\nb\\x09"),
+        ("\n", "\n"),
+    ],
+)
+def test_terminal_text_keeps_its_line_feeds_and_spells_out_the_rest(text: str, shown: str) -> None:
+    assert format.terminal(text) == shown
+
+
+@given(any_text | hostile_text)
+def test_terminal_text_is_visible_text_line_by_line(text: str) -> None:
+    shown = format.terminal(text)
+    assert shown.split("\n") == [format.visible(line) for line in text.split("\n")]
+    assert not any(unicodedata.category(ch) == "Cc" for ch in shown.replace("\n", ""))
+    assert not INVISIBLE_FORMAT & set(shown)
 
 
 # -- times --------------------------------------------------------------------------
@@ -367,10 +405,11 @@ def test_peek_line_keeps_to_one_line() -> None:
         id="1796078534364-bb43be6c",
         sender=Sender("process", "evil\x1b[2J"),
         sent_at=1796078534364,
-        body="one\r\ntwo\rthree\u2028four\x85",
+        body="one\r\ntwo\rthree\u2028four\x85\tfive\x1b]0;t\x07\u202eix",
     )
     assert format.peek_line(message) == (
-        "2026-11-30T22:42:14.364Z evil\\x1b[2J: one two three\\u2028four\\x85"
+        "2026-11-30T22:42:14.364Z evil\\x1b[2J: one two three\\u2028four\\x85 five"
+        "\\x1b]0;t\\x07\\u202eix"
     )
 
 
@@ -485,6 +524,9 @@ def test_every_unsafe_character_is_spelled_out_even_alone_or_among_printable_tex
         *range(0x7F, 0xA0),
         *range(0x2028, 0x202F),
         *range(0x2066, 0x206A),
+        0x061C,
+        0x200E,
+        0x200F,
         *range(0xD800, 0xE000),
     ]
     for code in unsafe:

@@ -1,7 +1,16 @@
-"""The command line as a separate process (SPEC 8): records laid out by hand as
-pi-post 0.7 writes them, the command run with PI_POST_DIR set, and the files it
-wrote read back. Nothing here goes through the driver, so these steps hold any
-CLI compatible with pi-post 0.7 to the same account (environment.py picks it)."""
+"""The command line as a separate process (SPEC 8): records, letters and hostile
+files laid out by hand as pi-post 0.7 writes them, the command run with PI_POST_DIR
+set, and what it printed and wrote read back. Nothing here goes through the driver,
+so these steps hold any CLI compatible with pi-post 0.7 to the same account
+(environment.py picks it).
+
+They assert the contract, not pipost's wording: exit codes, the ``pi-post: ``
+prefix of an error, the facts an output must name (an address, a handle, a
+path), the bytes on disk, and that no raw control character reaches the terminal.
+pipost's own texts are pinned in tests/test_cli.py and tests/test_format.py.
+
+Step text may spell a control character as ``\x1b`` (escape), ``\x07`` (bell),
+``\u202e`` (a bidi override): such arguments are unescaped before use."""
 
 from __future__ import annotations
 
@@ -12,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import time
@@ -25,13 +35,12 @@ from feature_world import (
     FIXTURES,
     QUOTED,
     QUOTED_LIST,
+    checks,
     dict_of,
-    fingerprint,
     letter_bytes,
     list_of,
     quoted_items,
     text_of,
-    tree_changes,
     use_regular_expressions,
     valid_letter,
     write_private,
@@ -44,7 +53,19 @@ use_regular_expressions()
 
 RUN_TIMEOUT_S = 30.0
 LETTER_ID = r"[0-9]{13}-[0-9a-f]{8}"
+RECEIPT = re.compile(rf"(queued|delivered) (s-[0-9a-f]{{12}}) ({LETTER_ID})")
 _PLACEHOLDER = re.compile(r"\{scratch\}|\{([\w-]+)\.address\}")
+UNSAFE_ON_A_TERMINAL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+"""What a terminal or a reader acts on rather than shows: C0 controls but the tab
+and the line feed (ESC, BEL, backspace, CR, ...), DEL, C1 controls (CSI is
+U+009B), bidi controls, line and paragraph separators, and the bytes that are not
+UTF-8 (read back as lone surrogates; a raw 0x9B is CSI to a terminal in an 8-bit
+mode)."""
+WIRE_KEYS = ["v", "id", "from", "replyTo", "sentAt", "body"]
+SENDER_KEYS = ["kind", "name", "address", "cwd"]
+"""The order of a letter's keys as pi-post 0.7 writes them (SPEC 1.2)."""
 
 
 def address_of(session_id: str) -> str:
@@ -53,11 +74,57 @@ def address_of(session_id: str) -> str:
     return "s-" + hashlib.sha256(b"session\0" + session_id.encode("utf-8")).hexdigest()[:12]
 
 
+def unescape(text: str) -> str:
+    r"""``\x1b``, ``\u202e``, ``\n``, ``\t`` and ``\\`` in step text → the characters
+    they name; everything else, non-ASCII included, as it is."""
+    return _ESCAPE.sub(lambda found: found.group().encode().decode("unicode_escape"), text)
+
+
+_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[ntr\\])")
+
+
 @dataclass
 class Ran:
     code: int
     stdout: str
     stderr: str
+    """What it printed, read as UTF-8; bytes that are not UTF-8 become lone surrogates."""
+
+
+def snapshot(base: Path) -> dict[str, str]:
+    """Every path under ``base``, links not followed: kind, mode, inode, mtime and
+    content (a link's target). Reading must leave all of it as it was: a file
+    rewritten with the same bytes, or a folder something was made and removed in,
+    shows too."""
+    found: dict[str, str] = {}
+    if not os.path.lexists(base):
+        return found
+    pending = [base]
+    while pending:
+        path = pending.pop()
+        info = os.lstat(path)
+        kind = stat.S_IFMT(info.st_mode)
+        what = f"{oct(stat.S_IMODE(info.st_mode))} inode {info.st_ino} mtime {info.st_mtime_ns}"
+        if stat.S_ISLNK(info.st_mode):
+            what = f"link -> {os.readlink(path)} {what}"
+        elif stat.S_ISDIR(info.st_mode):
+            what = f"folder {what}"
+            pending += [path / name for name in os.listdir(path)]
+        elif stat.S_ISREG(info.st_mode):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            what = f"file sha256:{digest} {what}"
+        else:
+            what = f"kind {kind:o} {what}"
+        found[str(path.relative_to(base))] = what
+    return found
+
+
+def changes_between(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return [
+        f"{path}: {before.get(path, '(absent)')} -> {after.get(path, '(absent)')}"
+        for path in sorted(set(before) | set(after))
+        if before.get(path) != after.get(path)
+    ]
 
 
 @dataclass
@@ -71,6 +138,7 @@ class Shell:
     cwd: Path | None = None
     ran: Ran | None = None
     changes: list[str] = field(default_factory=list)
+    """What the last command changed anywhere in the scratch folder."""
     letter_id: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
     """What the scenario set in the environment, over PI_POST_DIR and HOME."""
@@ -93,7 +161,7 @@ class Shell:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
         env.update(PI_POST_DIR=str(self.root), HOME=str(self.scratch / "home"))
         env.update(self.environment)
-        before = fingerprint(self.root)
+        before = snapshot(self.scratch)
         if self.command is None:
             self.ran = _run_in_process(args, env, self.cwd, stdin)
         else:
@@ -101,30 +169,47 @@ class Shell:
                 [*self.command, *args],
                 cwd=self.cwd,
                 env=env,
-                input=stdin or "",
+                input=(stdin or "").encode("utf-8"),
                 capture_output=True,
-                text=True,
                 timeout=RUN_TIMEOUT_S,
                 check=False,
             )
-            self.ran = Ran(done.returncode, done.stdout, done.stderr)
-        self.changes = tree_changes(before, fingerprint(self.root))
+            self.ran = Ran(
+                done.returncode,
+                done.stdout.decode("utf-8", "surrogateescape"),
+                done.stderr.decode("utf-8", "surrogateescape"),
+            )
+        self.changes = changes_between(before, snapshot(self.scratch))
         return self.ran
 
     def last(self) -> Ran:
         assert self.ran is not None, "nothing was run yet"
         return self.ran
 
+    def mailbox(self, label: str) -> Path:
+        return self.root / "inbox" / self.addresses[label]
+
     def letter(self, label: str) -> Path:
         assert self.letter_id is not None, "no letter was sent yet"
-        return self.root / "inbox" / self.addresses[label] / f"{self.letter_id}.json"
+        return self.mailbox(label) / f"{self.letter_id}.json"
+
+    def sent_letter_path(self) -> Path:
+        assert self.letter_id is not None, "no letter was sent yet"
+        found = list(self.root.glob(f"inbox/*/{self.letter_id}.json"))
+        assert len(found) == 1, f"{len(found)} files named {self.letter_id}.json"
+        return found[0]
 
     def sent_letter(self) -> dict[str, object]:
-        assert self.letter_id is not None, "no letter was sent yet"
-        (path,) = self.root.glob(f"inbox/*/{self.letter_id}.json")
-        found = json.loads(path.read_bytes())
+        found = json.loads(self.sent_letter_path().read_bytes())
         assert isinstance(found, dict), found
         return found
+
+    def letters_in(self, label: str) -> list[str]:
+        """The letters queued for a session, as every reader counts them."""
+        folder = self.mailbox(label)
+        if not folder.is_dir():
+            return []
+        return sorted(n for n in os.listdir(folder) if n.endswith(".json") and n[0] != ".")
 
 
 def _run_in_process(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None) -> Ran:
@@ -163,14 +248,18 @@ def _write_record(
     cwd: str,
     name: str,
     running: dict[str, object] | None = None,
+    unseen_ms: int | None = None,
 ) -> None:
-    """An offline session's record, seen a minute ago; ``running`` gives the pid (and
-    pidStart) of one that says it runs, seen just now."""
+    """A session's record as pi-post 0.7 writes it: offline (no pid) and seen a
+    minute ago, or, with ``running``, the pid (and pidStart) of one that says it
+    runs, seen just now unless ``unseen_ms`` says otherwise. Its folder is made."""
     me = shell(context)
-    folder = Path(me.expand(cwd))
+    folder = Path(unescape(me.expand(cwd)))
     folder.mkdir(parents=True, exist_ok=True)
     address = address_of(session_id)
     now = int(time.time() * 1000)
+    if unseen_ms is None:
+        unseen_ms = 0 if running else 60_000
     record: dict[str, object] = {
         "v": 1,
         "address": address,
@@ -179,9 +268,10 @@ def _write_record(
         "cwd": str(folder),
         **(running or {}),
         "startedAt": now - 3_600_000,
-        "lastSeen": now if running else now - 60_000,
+        "lastSeen": now - unseen_ms,
     }
-    write_private(me.root / "registry" / f"{address}.json", json.dumps(record).encode())
+    data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+    write_private(me.root / "registry" / f"{address}.json", data)
     me.addresses[label] = address
 
 
@@ -195,11 +285,76 @@ def offline_unnamed_session(context: Context, label: str, session_id: str, cwd: 
     _write_record(context, label, session_id, cwd, "{default}")
 
 
+@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED}, running as this process")
+def session_of_this_process(context: Context, label: str, session_id: str, cwd: str) -> None:
+    _write_record(context, label, session_id, cwd, label, {"pid": os.getpid()})
+
+
+@given(
+    f"a session {QUOTED} with id {QUOTED} in {QUOTED}, running as this process "
+    "but silent for (\\d+) seconds"
+)
+def session_silent(context: Context, label: str, session_id: str, cwd: str, seconds: str) -> None:
+    running: dict[str, object] = {"pid": os.getpid()}
+    _write_record(context, label, session_id, cwd, label, running, unseen_ms=int(seconds) * 1000)
+
+
+def _pid_of_an_ended_process() -> int:
+    ended = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    pid = int(ended.stdout)
+    assert not os.path.exists(f"/proc/{pid}"), "the pid was taken again at once"
+    return pid
+
+
+@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED} whose pid no process has")
+def session_of_a_dead_pid(context: Context, label: str, session_id: str, cwd: str) -> None:
+    running = {"pid": _pid_of_an_ended_process(), "pidStart": "12345"}
+    _write_record(context, label, session_id, cwd, label, running)
+
+
+@given(
+    f"a session {QUOTED} with id {QUOTED} in {QUOTED}, seen just now, whose pid is that of "
+    "a process that ended"
+)
+def session_of_an_ended_process(context: Context, label: str, session_id: str, cwd: str) -> None:
+    # As pi-post 0.7 writes it: a pid, no pidStart.
+    _write_record(context, label, session_id, cwd, label, {"pid": _pid_of_an_ended_process()})
+
+
+@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED} whose pid another process has now")
+def session_of_a_recycled_pid(context: Context, label: str, session_id: str, cwd: str) -> None:
+    # This process runs under the pid, but did not start at clock tick 1.
+    _write_record(context, label, session_id, cwd, label, {"pid": os.getpid(), "pidStart": "1"})
+
+
+@given(f"a session {QUOTED} whose name, folder and session id carry the escapes {QUOTED}, offline")
+def session_with_escapes(context: Context, label: str, escapes: str) -> None:
+    raw = unescape(escapes)
+    folder = f"{{scratch}}/{label}{raw}folder"
+    _write_record(context, label, f"{label}-{raw}-id", folder, f"{raw}{label}{raw}")
+
+
 @given(f"I work in {QUOTED}")
 def work_in(context: Context, cwd: str) -> None:
     me = shell(context)
     me.cwd = Path(me.expand(cwd))
     me.cwd.mkdir(parents=True, exist_ok=True)
+
+
+@given(f"the folder {QUOTED} is a symlink to {QUOTED}")
+def folder_symlink(context: Context, link: str, target: str) -> None:
+    me = shell(context)
+    Path(me.expand(link)).symlink_to(me.expand(target), target_is_directory=True)
+
+
+@given(f"the folder {QUOTED}")
+def a_folder(context: Context, folder: str) -> None:
+    Path(shell(context).expand(folder)).mkdir(parents=True, exist_ok=True)
+
+
+@given("there is no post office folder yet")
+def no_post_office(context: Context) -> None:
+    shutil.rmtree(shell(context).root)
 
 
 @given(f"the mailbox of {QUOTED} holds the letter pi-post 0.7 wrote, {QUOTED}")
@@ -210,9 +365,60 @@ def reference_letter(context: Context, label: str, name: str) -> None:
     write_private(me.root / "inbox" / address / name, data)
 
 
+@given(f"the mailbox of {QUOTED} holds (\\d+) letters")
+def letters_queued(context: Context, label: str, count: str) -> None:
+    me = shell(context)
+    for number in range(int(count)):
+        letter = valid_letter(f"{1796078534000 + number:013d}-{number:08x}", f"letter {number}")
+        write_private(me.mailbox(label) / f"{letter['id']}.json", letter_bytes(letter))
+
+
+@given(
+    f"the session id {QUOTED}, which no record names, has a mailbox holding (\\d+) letters, "
+    f"called {QUOTED}"
+)
+def mailbox_without_record(context: Context, session_id: str, count: str, label: str) -> None:
+    shell(context).addresses[label] = address_of(session_id)
+    letters_queued(context, label, count)
+
+
+@given(f"a letter queued for {QUOTED} whose sender name and body carry the escapes {QUOTED}")
+def letter_with_escapes(context: Context, label: str, escapes: str) -> None:
+    raw = unescape(escapes)
+    letter = valid_letter("1796078534999-e5ca9e00", f"look {raw} here\nand\there {raw}")
+    letter["from"] = {"kind": "process", "name": f"{raw}eve{raw}", "cwd": f"/tmp/{raw}"}
+    write_private(shell(context).mailbox(label) / f"{letter['id']}.json", letter_bytes(letter))
+
+
+@given(f"a file in the mailbox of {QUOTED} named with the escapes {QUOTED}")
+def file_named_with_escapes(context: Context, label: str, escapes: str) -> None:
+    me = shell(context)
+    folder = os.fsencode(me.mailbox(label))
+    name = unescape(escapes).encode("utf-8") + b"\x9b.json"  # and a C1 byte that is not UTF-8
+    write_private(Path(os.fsdecode(folder + b"/" + name)), b"{}")
+
+
+@given(f"the mailbox of {QUOTED} holds a file {QUOTED} that is not JSON")
+def not_json_letter(context: Context, label: str, name: str) -> None:
+    write_private(shell(context).mailbox(label) / name, b"not json")
+
+
+@given(f"the mailbox of {QUOTED} holds a deposit in flight untouched for (\\d+) hours")
+def stale_deposit(context: Context, label: str, hours: str) -> None:
+    temporary = shell(context).mailbox(label) / "1796000000000-0badf00d.json.tmp"
+    write_private(temporary, b'{"v":1,"id":"17960')
+    _aged(temporary, int(hours))
+
+
 @given(f"PI_POST_DIR is {QUOTED}")
 def post_office_dir(context: Context, value: str) -> None:
-    shell(context).environment["PI_POST_DIR"] = value
+    me = shell(context)
+    me.environment["PI_POST_DIR"] = unescape(me.expand(value))
+
+
+@given(f"PI_SESSION_ID is {QUOTED}")
+def session_id_is(context: Context, value: str) -> None:
+    shell(context).environment["PI_SESSION_ID"] = value
 
 
 @given(f"HOME is {QUOTED}")
@@ -238,6 +444,14 @@ def ran_pi_post(context: Context, command: str) -> None:
     assert ran.code == 0, ran
 
 
+@when(f"at the shell I give pi-post the arguments {QUOTED_LIST}")
+def run_with_arguments(context: Context, arguments: str) -> None:
+    """Each quoted argument as one word, placeholders filled in and escapes
+    unescaped: an argument may hold spaces and control characters."""
+    me = shell(context)
+    me.run([unescape(me.expand(argument)) for argument in quoted_items(arguments)])
+
+
 @when(f"at the shell I send a body of (\\d+) {QUOTED} characters to {QUOTED}")
 def send_long_body(context: Context, count: str, character: str, target: str) -> None:
     shell(context).run(["send", "--to", target, "--body", character * int(count)])
@@ -249,14 +463,29 @@ def pipe_into_pi_post(context: Context, count: str, character: str, command: str
     me.run(shlex.split(me.expand(command)), stdin=character * int(count))
 
 
+@when(f"at the shell I send (\\d+) letters to {QUOTED}, one command each")
+def send_many(context: Context, count: str, target: str) -> None:
+    me = shell(context)
+    before = snapshot(me.scratch)
+    context.runs = [
+        me.run(["send", "--to", target, "--body", f"letter {n}"]) for n in range(int(count))
+    ]
+    me.changes = changes_between(before, snapshot(me.scratch))
+
+
 # -- what it printed -------------------------------------------------------------------------
 
 
+def _succeeded(ran: Ran) -> None:
+    assert ran.code == 0, f"exit {ran.code}: {ran.stderr!r}"
+
+
 @then(f"it succeeds, printing {QUOTED}")
+@checks("INV-21")
 def succeeds_printing(context: Context, expected: str) -> None:
     me = shell(context)
     ran = me.last()
-    assert ran.code == 0, f"exit {ran.code}: {ran.stderr!r}"
+    _succeeded(ran)
     pattern = re.escape(me.expand(expected)).replace(re.escape("<id>"), f"({LETTER_ID})")
     found = re.fullmatch(pattern + "\n", ran.stdout)
     assert found, f"printed {ran.stdout!r}, not {expected!r}"
@@ -264,51 +493,241 @@ def succeeds_printing(context: Context, expected: str) -> None:
         me.letter_id = found.group(1)
 
 
+@then(f"it succeeds, printing the lines {QUOTED_LIST}")
+@checks("INV-21")
+def succeeds_printing_lines(context: Context, lines: str) -> None:
+    me = shell(context)
+    ran = me.last()
+    _succeeded(ran)
+    expected = [unescape(me.expand(line)) for line in quoted_items(lines)]
+    assert ran.stdout.split("\n") == [*expected, ""], ran.stdout
+
+
 @then(f"it succeeds, printing a card with {QUOTED}")
+@checks("INV-13")
 def succeeds_card(context: Context, line: str) -> None:
     me = shell(context)
     ran = me.last()
-    assert ran.code == 0, f"exit {ran.code}: {ran.stderr!r}"
+    _succeeded(ran)
     assert me.expand(line) in ran.stdout.splitlines(), ran.stdout
 
 
 @then(f"it succeeds, printing a line with {QUOTED_LIST}")
+@checks("INV-21")
 def succeeds_line_with(context: Context, parts: str) -> None:
     me = shell(context)
     ran = me.last()
-    assert ran.code == 0, f"exit {ran.code}: {ran.stderr!r}"
+    _succeeded(ran)
     wanted = [me.expand(part) for part in quoted_items(parts)]
     lines = [line for line in ran.stdout.splitlines() if all(w in line for w in wanted)]
     assert lines, f"no line with {wanted} in {ran.stdout!r}"
 
 
-@then(f"it fails, saying {QUOTED_LIST}")
-def fails_saying(context: Context, parts: str) -> None:
+@then(f"the line it printed holds (\\d+) {QUOTED} characters")
+@checks("INV-21")
+def line_holds(context: Context, count: str, character: str) -> None:
+    (line,) = shell(context).last().stdout.splitlines()
+    assert line.count(character) == int(count), f"{line.count(character)} of {character!r}"
+
+
+def _refused(context: Context, parts: str, unsaid: str | None) -> None:
+    """Exit 1, nothing on standard output, the error after ``pi-post: `` naming
+    each fact (and not ``unsaid``), and nothing changed anywhere in the scratch
+    folder."""
     me = shell(context)
     ran = me.last()
-    assert ran.code == 1, f"exit {ran.code}, printing {ran.stdout!r}"
+    assert ran.code == 1, f"exit {ran.code}, printing {ran.stdout!r} {ran.stderr!r}"
+    assert ran.stdout == "", f"printed {ran.stdout!r}"
     assert ran.stderr.startswith("pi-post: "), ran.stderr
     for part in quoted_items(parts):
         assert me.expand(part) in ran.stderr, f"{part!r} not in {ran.stderr!r}"
+    if unsaid is not None:
+        assert unsaid not in ran.stderr, f"{unsaid!r} in {ran.stderr!r}"
+    assert not me.changes, "\n".join(me.changes)
 
 
-@then(f"it fails, saying {QUOTED_LIST}, not {QUOTED}")
-def fails_saying_not(context: Context, parts: str, unsaid: str) -> None:
-    fails_saying(context, parts)
-    stderr = shell(context).last().stderr
-    assert unsaid not in stderr, f"{unsaid!r} in {stderr!r}"
+_REFUSED = f"saying {QUOTED_LIST}(?:, not {QUOTED})?, and writes nothing"
+
+
+@then(f"it fails for its targets, {_REFUSED}")
+@checks("INV-12")
+def refused_for_targets(context: Context, parts: str, unsaid: str | None = None) -> None:
+    _refused(context, parts, unsaid)
+
+
+@then(f"it fails for its body, {_REFUSED}")
+@checks("INV-09")
+def refused_for_body(context: Context, parts: str, unsaid: str | None = None) -> None:
+    _refused(context, parts, unsaid)
+
+
+@then(f"it fails for its body, not naming {QUOTED}, and writes nothing")
+@checks("INV-09")
+def refused_for_body_alone(context: Context, unsaid: str) -> None:
+    _refused(context, "", unsaid)
+
+
+@then(f"it fails for the full mailbox, {_REFUSED}")
+@checks("INV-08")
+def refused_for_full_mailbox(context: Context, parts: str, unsaid: str | None = None) -> None:
+    _refused(context, parts, unsaid)
+
+
+@then(f"it refuses the post office folder, {_REFUSED}")
+@checks("INV-22")
+def refused_post_office(context: Context, parts: str, unsaid: str | None = None) -> None:
+    _refused(context, parts, unsaid)
 
 
 @then("the command wrote nothing")
+@checks("INV-16")
 def wrote_nothing(context: Context) -> None:
     changes = shell(context).changes
     assert not changes, "\n".join(changes)
+
+
+@then("it exits (\\d), and the command wrote nothing")
+@checks("INV-16")
+def exits_and_wrote_nothing(context: Context, code: str) -> None:
+    me = shell(context)
+    assert me.last().code == int(code), f"exit {me.last().code}: {me.last().stderr!r}"
+    wrote_nothing(context)
+
+
+# -- the cap ---------------------------------------------------------------------------------
+
+
+@then(f"each of them succeeded, and the mailbox of {QUOTED} holds (\\d+) letters")
+@checks("INV-08")
+def each_succeeded(context: Context, label: str, count: str) -> None:
+    failed = [(n, ran.code, ran.stderr) for n, ran in enumerate(context.runs) if ran.code != 0]
+    assert not failed, f"sends that failed: {failed[:3]}"
+    queued = shell(context).letters_in(label)
+    assert len(queued) == int(count), f"{len(queued)} letters queued"
+
+
+@then(f"the mailbox of {QUOTED} still holds (\\d+) letters")
+@checks("INV-08")
+def still_holds(context: Context, label: str, count: str) -> None:
+    queued = shell(context).letters_in(label)
+    assert len(queued) == int(count), f"{len(queued)} letters queued"
+
+
+# -- where a handle leads --------------------------------------------------------------------
+
+
+def _one_letter_to(context: Context, label: str) -> None:
+    """Exit 0, one receipt naming the session's address, and the one letter that
+    was written in its mailbox under the id the receipt gives."""
+    me = shell(context)
+    ran = me.last()
+    _succeeded(ran)
+    address = me.addresses[label]
+    receipts = [RECEIPT.fullmatch(line) for line in ran.stdout.splitlines()]
+    assert len(receipts) == 1 and receipts[0], f"printed {ran.stdout!r}"
+    assert receipts[0].group(2) == address, f"the receipt names {receipts[0].group(2)}"
+    written = [change for change in me.changes if "(absent) ->" in change and ".json:" in change]
+    assert len(written) == 1, "\n".join(me.changes)
+    assert written[0].startswith(f"post/inbox/{address}/{receipts[0].group(3)}.json:"), written
+    me.letter_id = receipts[0].group(3)
+
+
+@then(f"it succeeds, and its one letter is in the mailbox of {QUOTED}, as its receipt says")
+@checks("INV-13")
+def letter_went_to(context: Context, label: str) -> None:
+    _one_letter_to(context, label)
+
+
+@then(f"it succeeds, writing one letter for them all, in the mailbox of {QUOTED}")
+@checks("INV-12")
+def one_letter_for_all(context: Context, label: str) -> None:
+    _one_letter_to(context, label)
+
+
+@then(f"the mailbox takes it: one letter, in the mailbox of {QUOTED}")
+@checks("INV-08")
+def mailbox_takes_it(context: Context, label: str) -> None:
+    _one_letter_to(context, label)
+
+
+@then(f"the body is taken: one letter, in the mailbox of {QUOTED}")
+@checks("INV-09")
+def body_taken(context: Context, label: str) -> None:
+    _one_letter_to(context, label)
+
+
+# -- presence --------------------------------------------------------------------------------
+
+_PRESENCE_WORD = re.compile(r"\b(live|offline)\b")
+
+
+def _presence_shown(text: str) -> str:
+    """live, offline, or stalled when a line says neither (the reference prints
+    "live" and "offline"; pipost says "not responding" for a stalled session)."""
+    words = set(_PRESENCE_WORD.findall(text))
+    assert len(words) <= 1, f"both live and offline in {text!r}"
+    return words.pop() if words else "stalled"
+
+
+@then(f"the listing shows {QUOTED} as (live|stalled|offline)")
+@checks("INV-15")
+def listed_as(context: Context, label: str, presence: str) -> None:
+    me = shell(context)
+    ran = me.last()
+    _succeeded(ran)
+    address = me.addresses[label]
+    lines = [line for line in ran.stdout.splitlines() if address in line]
+    assert len(lines) == 1, f"{len(lines)} lines name {address} in {ran.stdout!r}"
+    shown = _presence_shown(lines[0].replace(label, ""))
+    assert shown == presence, f"{lines[0]!r} shows it {shown}"
+
+
+@then("the card shows it (live|stalled|offline)")
+@checks("INV-15")
+def card_shows(context: Context, presence: str) -> None:
+    ran = shell(context).last()
+    _succeeded(ran)
+    lines = [line for line in ran.stdout.splitlines() if line.startswith("presence:")]
+    assert len(lines) == 1, ran.stdout
+    shown = _presence_shown(lines[0])
+    assert shown == presence, f"{lines[0]!r} shows it {shown}"
+
+
+# -- what reaches the terminal ---------------------------------------------------------------
+
+
+@then("it exits (\\d), and nothing it printed holds a raw control character")
+@checks("INV-22")
+def printed_safely(context: Context, code: str) -> None:
+    ran = shell(context).last()
+    assert ran.code == int(code), f"exit {ran.code}: {ran.stderr!r}"
+    for stream, text in (("standard output", ran.stdout), ("standard error", ran.stderr)):
+        raw = UNSAFE_ON_A_TERMINAL.findall(text)
+        assert not raw, f"raw {sorted(set(raw))!r} on {stream}: {text!r}"
+
+
+@then(f"what it printed shows {QUOTED_LIST}")
+@checks("INV-22")
+def printed_recognisably(context: Context, parts: str) -> None:
+    me = shell(context)
+    ran = me.last()
+    printed = ran.stdout + ran.stderr
+    for part in quoted_items(parts):
+        assert me.expand(part) in printed, f"{part!r} not in {printed!r}"
+
+
+@then('what it printed is an error after "pi-post: "')
+@checks("INV-22")
+def printed_an_error(context: Context) -> None:
+    ran = shell(context).last()
+    assert ran.stderr.startswith("pi-post: "), ran.stderr
 
 
 # -- the files it wrote ----------------------------------------------------------------------
 
 
 @then(f"the mailbox of {QUOTED} holds just that letter, in a file 0600 named after its id")
+@checks("INV-21")
 def mailbox_holds_letter(context: Context, label: str) -> None:
     me = shell(context)
     letter = me.letter(label)
@@ -319,6 +738,7 @@ def mailbox_holds_letter(context: Context, label: str) -> None:
 
 
 @then(f"that letter is a v1 message from the process {QUOTED} in {QUOTED}, with no reply address")
+@checks("INV-21")
 def letter_from_process(context: Context, name: str, cwd: str) -> None:
     me = shell(context)
     letter = me.sent_letter()
@@ -330,26 +750,67 @@ def letter_from_process(context: Context, name: str, cwd: str) -> None:
     assert set(letter) == {"v", "id", "from", "sentAt", "body"}, sorted(letter)
 
 
+@then(f"that letter's reply address is {QUOTED}")
+@checks("INV-21")
+def letter_reply_to(context: Context, address: str) -> None:
+    me = shell(context)
+    assert me.sent_letter().get("replyTo") == me.expand(address), me.sent_letter()
+
+
+@then("that letter has no reply address")
+@checks("INV-21")
+def letter_without_reply_to(context: Context) -> None:
+    letter = shell(context).sent_letter()
+    assert "replyTo" not in letter, letter
+
+
+@then("that letter is the wire form, byte for byte as pi-post 0.7 writes it")
+@checks("INV-21")
+def letter_is_wire_form(context: Context) -> None:
+    """Compact JSON, the keys in the order of SPEC 1.2, non-ASCII as it is, and a
+    v1 message by the schema shipped with the kit."""
+    me = shell(context)
+    data = me.sent_letter_path().read_bytes()
+    letter = json.loads(data)
+    assert data == letter_bytes(letter), data
+    assert list(letter) == [key for key in WIRE_KEYS if key in letter], list(letter)
+    sender = letter["from"]
+    assert list(sender) == [key for key in SENDER_KEYS if key in sender], list(sender)
+    _schema("message.v1").validate(letter)
+
+
 @then(f"the body of that letter is {QUOTED}")
+@checks("INV-21")
 def letter_body(context: Context, body: str) -> None:
     found = shell(context).sent_letter()["body"]
-    assert found == body.replace("\\n", "\n"), found
+    assert found == unescape(body), found
 
 
 @then(f"the body of that letter is (\\d+) {QUOTED} characters")
+@checks("INV-09")
 def letter_long_body(context: Context, count: str, character: str) -> None:
     found = shell(context).sent_letter()["body"]
     assert found == character * int(count), f"a body of {len(str(found))} characters"
 
 
+@then(f"that letter lies in {QUOTED}")
+@checks("INV-22")
+def letter_lies_in(context: Context, folder: str) -> None:
+    me = shell(context)
+    path = me.sent_letter_path()
+    assert path.parent == Path(me.expand(folder)), path
+
+
 # -- pipost's additions to the command line: doctor and the --json documents --------------
 # Laid out as pipost writes them, and read back through the schema shipped with it.
+# Both are reading commands: each of their assertions counts for INV-16 unless it
+# reads a fact another invariant states (presence, where a handle leads, a letter
+# set aside).
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "src" / "pipost" / "schemas"
-STALE_AFTER_H = 36
 
 
-def _documents() -> jsonschema.Draft202012Validator:
+def _schema(name: str) -> jsonschema.Draft202012Validator:
     def load(name: str) -> dict[str, object]:
         found = json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
         assert isinstance(found, dict)
@@ -359,7 +820,7 @@ def _documents() -> jsonschema.Draft202012Validator:
     referenced = Registry().with_resources(
         (str(schema["$id"]), Resource.from_contents(schema)) for schema in wire
     )
-    return jsonschema.Draft202012Validator(load("cli.v1"), registry=referenced)
+    return jsonschema.Draft202012Validator(load(name), registry=referenced)
 
 
 def document(context: Context) -> dict[str, Json]:
@@ -370,49 +831,6 @@ def document(context: Context) -> dict[str, Json]:
 def _aged(path: Path, hours: int) -> None:
     moment = time.time() - hours * 3600
     os.utime(path, (moment, moment))
-
-
-@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED}, running as this process")
-def session_of_this_process(context: Context, label: str, session_id: str, cwd: str) -> None:
-    _write_record(context, label, session_id, cwd, label, {"pid": os.getpid()})
-
-
-@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED} whose pid no process has")
-def session_of_a_dead_pid(context: Context, label: str, session_id: str, cwd: str) -> None:
-    ended = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
-    pid = int(ended.stdout)
-    assert not os.path.exists(f"/proc/{pid}"), "the pid was taken again at once"
-    _write_record(context, label, session_id, cwd, label, {"pid": pid, "pidStart": "12345"})
-
-
-@given(f"a session {QUOTED} with id {QUOTED} in {QUOTED} whose pid another process has now")
-def session_of_a_recycled_pid(context: Context, label: str, session_id: str, cwd: str) -> None:
-    # This process runs under the pid, but did not start at clock tick 1.
-    _write_record(context, label, session_id, cwd, label, {"pid": os.getpid(), "pidStart": "1"})
-
-
-@given(f"the mailbox of {QUOTED} holds (\\d+) letters")
-def letters_queued(context: Context, label: str, count: str) -> None:
-    me = shell(context)
-    for number in range(int(count)):
-        letter = valid_letter(f"{1796078534000 + number:013d}-{number:08x}", f"letter {number}")
-        write_private(
-            me.root / "inbox" / me.addresses[label] / f"{letter['id']}.json", letter_bytes(letter)
-        )
-
-
-@given(f"the mailbox of {QUOTED} holds a file {QUOTED} that is not JSON")
-def not_json_letter(context: Context, label: str, name: str) -> None:
-    me = shell(context)
-    write_private(me.root / "inbox" / me.addresses[label] / name, b"not json")
-
-
-@given(f"the mailbox of {QUOTED} holds a deposit in flight untouched for (\\d+) hours")
-def stale_deposit(context: Context, label: str, hours: str) -> None:
-    me = shell(context)
-    temporary = me.root / "inbox" / me.addresses[label] / "1796000000000-0badf00d.json.tmp"
-    write_private(temporary, b'{"v":1,"id":"17960')
-    _aged(temporary, int(hours))
 
 
 @given(f"the registry holds a record being replaced for {QUOTED}, untouched for (\\d+) hours")
@@ -455,17 +873,19 @@ def logged_drop(context: Context, letter: str, label: str, sender: str, reason: 
 
 
 @then(f"it exits (\\d), printing a {QUOTED} document the shipped schema accepts")
+@checks("INV-16")
 def prints_document(context: Context, code: str, command: str) -> None:
     ran = shell(context).last()
     assert ran.code == int(code), f"exit {ran.code}: {ran.stderr!r}"
     assert ran.stdout.count("\n") == 1, ran.stdout
     found = json.loads(ran.stdout)
-    _documents().validate(found)
+    _schema("cli.v1").validate(found)
     assert (found["v"], found["command"]) == (1, command), found
     context.document = found
 
 
 @then("it prints nothing on standard output")
+@checks("INV-12")
 def prints_nothing(context: Context) -> None:
     assert shell(context).last().stdout == ""
 
@@ -476,24 +896,28 @@ def _codes(context: Context, severity: str | None = None) -> list[str]:
 
 
 @then("every finding is ok")
+@checks("INV-16")
 def every_finding_ok(context: Context) -> None:
     assert _codes(context, "attention") == [], _codes(context, "attention")
     assert document(context)["healthy"] is True
 
 
 @then(f"the findings include {QUOTED_LIST}")
+@checks("INV-16")
 def findings_include(context: Context, codes: str) -> None:
     missing = set(quoted_items(codes)) - set(_codes(context))
     assert not missing, f"{sorted(missing)} not in {_codes(context)}"
 
 
 @then(f"the findings that need attention are, in any order, {QUOTED_LIST}")
+@checks("INV-16")
 def findings_needing_attention(context: Context, codes: str) -> None:
     assert sorted(_codes(context, "attention")) == sorted(quoted_items(codes)), _codes(context)
     assert document(context)["healthy"] is False
 
 
 @then(f"the finding {QUOTED} is about {QUOTED}")
+@checks("INV-16")
 def finding_subject(context: Context, code: str, subject: str) -> None:
     findings = [dict_of(f) for f in list_of(document(context)["findings"])]
     subjects = [f["subject"] for f in findings if f["code"] == code]
@@ -501,6 +925,7 @@ def finding_subject(context: Context, code: str, subject: str) -> None:
 
 
 @then("it exits (\\d), each finding of that document on a line of its own")
+@checks("INV-16")
 def finding_lines(context: Context, code: str) -> None:
     ran = shell(context).last()
     assert ran.code == int(code), f"exit {ran.code}: {ran.stderr!r}"
@@ -509,7 +934,14 @@ def finding_lines(context: Context, code: str) -> None:
         assert any(found in line for line in lines), (found, lines)
 
 
+@then(f"the document names the post office {QUOTED}")
+@checks("INV-16")
+def document_root(context: Context, root: str) -> None:
+    assert document(context)["root"] == shell(context).expand(root), document(context)
+
+
 @then(f"the document lists {QUOTED} as (live|stalled|offline) with (\\d+) queued")
+@checks("INV-15")
 def document_lists(context: Context, label: str, presence: str, queued: str) -> None:
     address = shell(context).addresses[label]
     listed = [dict_of(session) for session in list_of(document(context)["sessions"])]
@@ -519,16 +951,19 @@ def document_lists(context: Context, label: str, presence: str, queued: str) -> 
 
 
 @then(f"the document's {QUOTED} is {QUOTED}")
+@checks("INV-13")
 def document_field(context: Context, field_name: str, value: str) -> None:
     assert document(context)[field_name] == shell(context).expand(value), document(context)
 
 
 @then(f"the document's {QUOTED} is empty")
+@checks("INV-16")
 def document_field_empty(context: Context, field_name: str) -> None:
     assert document(context)[field_name] == [], document(context)
 
 
 @then(f"the document's {QUOTED} are, each with its {QUOTED_LIST}:")
+@checks("INV-10")
 def document_entries(context: Context, field_name: str, keys: str) -> None:
     me = shell(context)
     assert context.table is not None, "the step needs a table of the entries"
@@ -560,6 +995,7 @@ def _shown(entry: dict[str, Json], key: str) -> str | None:
 @given("the post office folder is writable by others")
 def root_writable_by_others(context: Context) -> None:
     root = shell(context).root
+    root.mkdir(mode=0o700, exist_ok=True)
     root.chmod(0o777)
     context.add_cleanup(root.chmod, 0o700)
 
@@ -567,6 +1003,7 @@ def root_writable_by_others(context: Context) -> None:
 @given("the post office folder belongs to another user")
 def root_of_another_user(context: Context) -> None:
     root = shell(context).root
+    root.mkdir(mode=0o700, exist_ok=True)
     owner = os.lstat(root).st_uid
     # Only root may give a folder away; as anyone else the scenario cannot be set up.
     assert os.geteuid() == 0, "giving the folder to another user needs root (CI runs as root)"
@@ -578,7 +1015,44 @@ def root_of_another_user(context: Context) -> None:
 def root_is_a_symlink(context: Context) -> None:
     root = shell(context).root
     real = Path(str(root) + "-real")
+    root.mkdir(mode=0o700, exist_ok=True)
     root.rename(real)
     root.symlink_to(real)
-    context.add_cleanup(real.rename, root)
-    context.add_cleanup(root.unlink)
+
+
+@given("the post office folder is a file")
+def root_is_a_file(context: Context) -> None:
+    """Where the folder stood (its tree moved aside, to show it is not reached
+    either), a file."""
+    root = shell(context).root
+    root.mkdir(mode=0o700, exist_ok=True)
+    root.rename(Path(str(root) + "-moved"))
+    write_private(root, b"not a folder\n")
+
+
+@given(f"the post office folder is {QUOTED}, writable by others")
+def named_root_writable_by_others(context: Context, folder: str) -> None:
+    me = shell(context)
+    root = Path(unescape(me.expand(folder)))
+    root.mkdir(mode=0o700)
+    root.chmod(0o777)
+    me.environment["PI_POST_DIR"] = str(root)
+
+
+@given("the (registry|inbox) folder is a symlink to another folder")
+def inner_folder_symlink(context: Context, which: str) -> None:
+    me = shell(context)
+    folder = me.root / which
+    real = me.scratch / f"{which}-elsewhere"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.rename(real)
+    folder.symlink_to(real, target_is_directory=True)
+
+
+@given(f"the mailbox folder of {QUOTED} is a symlink to another folder")
+def mailbox_symlink(context: Context, label: str) -> None:
+    me = shell(context)
+    real = me.scratch / f"mailbox-of-{label}-elsewhere"
+    me.mailbox(label).mkdir(mode=0o700, parents=True, exist_ok=True)
+    me.mailbox(label).rename(real)
+    me.mailbox(label).symlink_to(real, target_is_directory=True)

@@ -248,7 +248,7 @@ class Context:
 
     def say(self, line: str) -> None:
         try:
-            self.stdout.write(line + "\n")
+            self.stdout.write(format.terminal(line) + "\n")
             self.stdout.flush()
         except BrokenPipeError:
             raise StdoutClosed from None
@@ -573,7 +573,7 @@ def _seconds(value: str, option: str) -> float:
 
 
 def _warn(ctx: Context, line: str) -> None:
-    ctx.stderr.write(f"pi-post: {line}\n")
+    ctx.stderr.write(format.terminal(f"pi-post: {line}") + "\n")
     ctx.stderr.flush()
 
 
@@ -740,10 +740,10 @@ def run(argv: Sequence[str], ctx: Context) -> int:
         ctx.stdout.write(HELP[command])
         return 0
     except (Refused, UsageError) as error:
-        ctx.stderr.write(f"pi-post: {error}\n")
+        ctx.stderr.write(format.terminal(f"pi-post: {error}") + "\n")
     except OSError as error:
         where = f"{format.visible(str(error.filename))}: " if error.filename else ""
-        ctx.stderr.write(f"pi-post: {where}{error.strerror or error}\n")
+        ctx.stderr.write(format.terminal(f"pi-post: {where}{error.strerror or error}") + "\n")
     return 1
 
 

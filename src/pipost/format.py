@@ -5,7 +5,9 @@ The frame is an interface: the receiving model reads it, so its text is pinned b
 golden tests. It cannot be forged from inside a body: every line of the body is
 quoted with ``│ ``, and only the frame's own lines start with ``[pi-post]``
 (INV-19). Names, cwds and bodies pass through :func:`visible` wherever they reach
-a terminal or a context, so escape sequences never arrive raw.
+a terminal or a context, so escape sequences never arrive raw, and the command line
+writes every line it prints through :func:`terminal`, the same rule once more at
+the door (DESIGN §9).
 
 Pure: times and presence are handed in.
 """
@@ -28,13 +30,21 @@ DAY_MS = 24 * 3600 * 1000
 QUOTE = "│ "
 FRAME = "[pi-post]"
 
-# C0 and C1 controls, DEL, and the invisible characters that reorder or break
-# lines (bidi overrides and isolates, line and paragraph separators). A table
-# rather than a regex: importing ``re`` would cost a hook-run ``send`` more than
-# the send itself.
+# What a terminal or a reader acts on rather than shows: the C0 and C1 controls
+# and DEL (ESC, CSI, OSC, BEL, backspace, CR...), every bidi control (Unicode's
+# Bidi_Control: ALM, LRM, RLM, the embeddings, overrides and isolates), and the
+# line and paragraph separators. A table rather than a regex: importing ``re``
+# would cost a hook-run ``send`` more than the send itself.
 _UNSAFE = {
     code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    for first, last in ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x202E), (0x2066, 0x2069))
+    for first, last in (
+        (0x00, 0x1F),
+        (0x7F, 0x9F),
+        (0x061C, 0x061C),
+        (0x200E, 0x200F),
+        (0x2028, 0x202E),
+        (0x2066, 0x2069),
+    )
     for code in range(first, last + 1)
 }
 
@@ -49,8 +59,20 @@ def visible(text: str) -> str:
 
 
 def one_line(text: str) -> str:
-    """Line breaks become spaces (as the reference's peek shows them), then visible."""
-    return visible(text.replace("\r\n", " ").replace("\r", " ").replace("\n", " "))
+    """Line breaks (as the reference's peek shows them) and tabs become spaces, so a
+    body stays legible on its one line; then visible."""
+    spaced = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+    return visible(spaced.replace("\t", " "))
+
+
+def terminal(text: str) -> str:
+    """``text`` as it may reach a terminal: every line through :func:`visible`, the
+    line feeds between them kept. The command line writes everything it prints
+    through this, so no text it did not escape field by field reaches the terminal
+    raw either (an option it did not know, a path in an error)."""
+    if text.replace("\n", "").isprintable():  # the common case, in two passes of C
+        return text
+    return "\n".join(visible(line) for line in text.split("\n"))
 
 
 def iso_time(ms: int) -> str:

@@ -170,7 +170,7 @@ class BadEnvelope(Refusal):
         self.problem = problem
 
 
-# -- the mailboxes (SPEC 1.1) -----------------------------------------------------
+# -- the mailboxes (SPEC 3) -------------------------------------------------------
 
 
 class MailboxFull(Refusal):
