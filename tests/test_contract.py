@@ -63,10 +63,14 @@ def test_prose_in_the_schemas_is_not_part_of_the_contract() -> None:
 
 def _with_priority(parts: Parts) -> Parts:
     changed = copy.deepcopy(parts)
-    schema = changed["message_schema"]
+    _schema_gains_priority(changed)
+    return changed
+
+
+def _schema_gains_priority(parts: Parts) -> None:
+    schema = parts["message_schema"]
     assert isinstance(schema, dict) and isinstance(schema["properties"], dict)
     schema["properties"]["priority"] = {"type": "integer"}
-    return changed
 
 
 def test_a_changed_contract_with_the_same_version_fails_saying_what_changed() -> None:
@@ -93,9 +97,69 @@ def test_a_bumped_version_fails_until_pinned_then_passes_and_keeps_the_old_pin()
 
 def test_a_published_version_is_never_pinned_to_another_contract() -> None:
     version, pins = contract.current_version(), contract.load_pins()
+    changed = _with_priority(contract.parts())
     with pytest.raises(contract.ContractError, match="bump the version"):
-        contract.pin(version, _with_priority(contract.parts()), pins)
+        contract.pin(version, changed, pins)
+    assert contract.check(version, changed, pins), "the refused pin left the gate open"
     assert contract.pin(version, contract.parts(), pins) == pins
+
+
+def _body_cap_65536(parts: Parts) -> None:
+    rules = parts["message_rules"]
+    assert isinstance(rules, dict)
+    rules["body_cap_bytes"] = 65536
+
+
+def _record_gains_host(parts: Parts) -> None:
+    fields = parts["record_fields"]
+    assert isinstance(fields, dict) and isinstance(fields["written"], list)
+    fields["written"].append("host")
+
+
+def _address_of_abc_changes(parts: Parts) -> None:
+    vectors = parts["address_vectors"]
+    assert isinstance(vectors, list)
+    (vector,) = [v for v in vectors if isinstance(v, dict) and v["sessionId"] == "abc"]
+    vector["address"] = "s-000000000000"
+
+
+def _letters_named_msg(parts: Parts) -> None:
+    naming = parts["file_naming"]
+    assert isinstance(naming, dict)
+    naming["letter"] = "inbox/<address>/<id>.msg"
+
+
+CHANGES = {
+    "message_schema": (_schema_gains_priority, "priority"),
+    "message_rules": (_body_cap_65536, "65536"),
+    "record_fields": (_record_gains_host, "host"),
+    "address_vectors": (_address_of_abc_changes, "s-000000000000"),
+    "file_naming": (_letters_named_msg, ".msg"),
+}
+
+
+@pytest.mark.parametrize("part", list(CHANGES))
+def test_a_change_to_any_part_without_a_bump_fails_naming_it_and_the_bump_passes(
+    part: str,
+) -> None:
+    """Each part of the wire contract is held to its pin: changed under the same
+    version, the gate fails, saying which part changed and showing the change;
+    bumped and pinned, it passes, and the pin of the version before stays."""
+    version, pins = contract.current_version(), contract.load_pins()
+    change, shown = CHANGES[part]
+    changed = copy.deepcopy(contract.parts())
+    change(changed)
+
+    problems = contract.check(version, changed, pins)
+    assert problems, "the gate passed a changed contract"
+    assert f"still v{version}" in problems[0], problems[0]
+    assert problems[1:] and all(p.startswith(f"changed: {part}\n") for p in problems[1:]), problems
+    assert shown in "\n".join(problems), problems
+
+    assert contract.check(version + 1, changed, pins), "a version without a pin passed the gate"
+    bumped = contract.pin(version + 1, changed, pins)
+    assert contract.check(version + 1, changed, bumped) == []
+    assert bumped[version] == pins[version], "the pin of the version before changed"
 
 
 def test_pins_round_trip_through_their_file(tmp_path: Path) -> None:
@@ -108,12 +172,14 @@ def test_pi_post_contract_prints_the_version_and_the_fingerprint() -> None:
     out, err = io.StringIO(), io.StringIO()
     code = cli.run(["contract"], cli.Context(stdout=out, stderr=err))
     version = contract.current_version()
+    pinned, _ = contract.load_pins()[version]
     assert (code, err.getvalue()) == (0, "")
     assert out.getvalue() == (
         f"message schema v{version}\n"
         f"fingerprint {contract.fingerprint(contract.parts())}\n"
         f"matches the pin of v{version}\n"
     )
+    assert out.getvalue().splitlines()[1] == f"fingerprint {pinned}"
 
 
 def test_pi_post_contract_fails_saying_what_changed_when_the_pin_differs(

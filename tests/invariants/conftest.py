@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.invariants.driving import missing_operations, operations_of
+
 EXAMPLES: Counter[str] = Counter()
 STEPS: Counter[str] = Counter()
 
@@ -42,3 +44,25 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "operations(*ops): the driver operations this test calls, where they are fewer "
+        "than its module's docstring names",
+    )
+
+
+@pytest.fixture(autouse=True)
+def offered_operations(request: pytest.FixtureRequest) -> None:
+    """A machine that calls an operation the implementation does not offer skips
+    itself, naming the operations (read from ``capabilities`` once per test). It
+    needs what its module's docstring names, or what its ``operations`` mark says."""
+    marked = request.node.get_closest_marker("operations")
+    needed = list(marked.args) if marked else operations_of(request.module.__doc__)
+    if needed is None:
+        return
+    missing = missing_operations(needed)
+    if missing:
+        pytest.skip("the implementation does not offer: " + ", ".join(missing))

@@ -1,4 +1,6 @@
-"""Failures are contained (SPEC 3, 9; INV-23).
+"""Failures are contained (SPEC 3, 9; INV-23), on pipost alone: not a check of a
+port, as it fills pipost's disk and fails pipost's own calls, which no driver
+operation can ask for.
 
 A full disk fails a send cleanly: a clear error, no letter and no temporary file
 left in the mailbox, the letters queued before it intact, and the next send after

@@ -1,690 +1,215 @@
-"""Hostile input, generated: bytes no writer meant as a letter or a record, and
-folder trees laid out by someone who wants a reader to crash, follow a link, read
-a gigabyte or build a path from a field (SPEC 1.2 "strict and total", SPEC 10;
-INV-03, INV-09, INV-10, INV-16, INV-22, INV-23).
+"""Hostile input, generated, judged through the driver (SPEC 1.2 "strict and
+total", SPEC 10): INV-03, INV-09, INV-10, INV-13, INV-16, INV-21, INV-22.
 
-- message.parse and session.parse never raise, whatever the bytes; what they
-  accept round-trips and has every path-bearing field in its grammar;
-- listing and resolving over a hostile registry folder only ever refuse;
-- a receiving session draining a hostile mailbox delivers every good letter once,
-  sets every bad one aside with its reason and leaves no ``*.json`` behind.
+Tier: must
+Operations: parse, list, resolve, register, deliver, send.
 
-The grammars are restated here rather than imported, so that a loosened
-``is_address`` or ``is_message_id`` is caught, not trusted. Every test counts its
-examples (count_example) so that a gate run and a thorough run can be compared.
+- ``parse`` never fails, whatever the bytes: it answers a message or a rejection,
+  and what it accepts has every path-bearing field in its grammar, its body within
+  the cap, and parses again to itself; what DESIGN rules out (duplicate keys, NaN,
+  stray text, a torn letter) is rejected;
+- ``list`` and ``resolve`` over a hostile registry folder list exactly the
+  well-formed records and only ever refuse or name one of them, changing nothing;
+- a receiving session (``deliver``) draining a hostile mailbox delivers every good
+  letter once, sets every bad one aside with its reason, follows no link, leaves
+  no ``*.json`` behind and still takes the mail that comes after.
+
+Files are laid on disk by the test (the wire layout: ``registry/<address>.json``,
+``inbox/<address>/<id>.json``) and judged through the driver only, so a
+conformance run points it at a port with PIPOST_IMPL. What only pipost can be
+asked — its words, its record parser, where it keeps what it set aside — is in
+test_hostile_parsers.py.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
-import hashlib
 import json
 import os
-import re
-import shutil
-import stat
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 
-from pipost import quarantine, session
-from pipost.address import address_of
-from pipost.host import Delivery, Host
-from pipost.message import (
-    BODY_CAP,
-    LETTER_READ_LIMIT,
-    Message,
-    Rejected,
-    Sender,
-    encode,
-    new_message,
-    parse,
-)
-from pipost.post import Post, Refused, os_caller
-from pipost.resolve import Target
-from pipost.session import Record
-from tests.helpers import NOW, FakeProcessTable, FixedClock, deposit, entered_count, made
+from pipost.driver import Driver, Json, Result
+from pipost.message import BODY_CAP, LETTER_READ_LIMIT, Sender, encode, new_message, to_json
+from tests.helpers import NOW, made
+from tests.invariants import driving
 from tests.invariants.conftest import count_example, count_step
-
-THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
-
-
-def budget(gate: int, thorough: int) -> settings:
-    """Examples for the active profile. The parse and record fuzzers together run
-    over 100,000 inputs under "thorough" and a few seconds' worth under "gate"."""
-    return settings(
-        max_examples=thorough if THOROUGH else gate,
-        deadline=None,
-        suppress_health_check=[
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.large_base_example,
-        ],
-    )
-
-
-ADDRESS_GRAMMAR = re.compile(r"s-[0-9a-f]{12}", re.ASCII)
-ID_GRAMMAR = re.compile(r"[0-9]{13}-[0-9a-f]{8}", re.ASCII)
-# What a reason may not hold: it reaches the drop log, quarantine notes and terminals.
-RAW_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-INTEROP = Path(__file__).resolve().parents[1] / "fixtures" / "interop"
-REFERENCE_LETTERS = tuple(
-    path.read_bytes().strip() for path in sorted((INTEROP / "messages").glob("*.json"))
+from tests.invariants.driving import setup
+from tests.invariants.hostile import (
+    ADDRESS_GRAMMAR,
+    ID_GRAMMAR,
+    MESSAGE_FIELDS,
+    RECEIVER,
+    RECEIVER_ADDRESS,
+    InboxEntry,
+    RegistryEntry,
+    Spliced,
+    arbitrary_bytes,
+    budget,
+    file_name_of,
+    file_names,
+    flipped,
+    hostile_handles,
+    inbox_entries,
+    is_letter_name,
+    lay_inbox,
+    lay_registry_entry,
+    mutated,
+    registry_entries,
+    scratch_tree,
+    spliced,
+    tree_state,
+    valid_letters,
 )
+from tests.invariants.verdict import SetupFailed, check
 
 
-def _reference_records() -> tuple[dict[str, Any], ...]:
-    fixture = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
-    found = []
-    for entry in fixture["fixture"]:
-        record = dict(entry["record"])
-        record["pid"] = 4242  # the fixture holds a placeholder text there
-        found.append(record)
-    return tuple(found)
+@pytest.fixture
+def parser(tmp_path: Path) -> Driver:
+    """A world for ``parse``, which needs none: one per test, not per example."""
+    return driving.new_driver(tmp_path)
 
 
-REFERENCE_RECORDS = _reference_records()
-
-
-# -- hostile values -------------------------------------------------------------------
-
-ANSI_ESCAPES = ("\x1b[31m", "\x1b[2J\x1b[H", "\x1b]0;owned\x07", "\x9b1m", "\x1b[6n", "\x1bc")
-PATH_LIKE = (
-    "../../x",
-    "../../../../etc/passwd",
-    "/etc/passwd",
-    "s-../../x123",
-    "s-0123456789ab/../../x",
-    "./s-0123456789ab",
-    "s-0123456789ab\n",
-    "s-0123456789ab\x00",
-    "S-0123456789AB",
-    "s-0123456789a\u0661",
-    "s-0123456789aB",
-    "~",
-    "..",
-    ".",
-    "",
-    " ",
-    "0000000000001-00000000/../../x",
-    "1796078534000-deed10f1\n",
-    "1796078534000-deed10f1.json",
-    "\u0661796078534000-deed10f1",
-)
-
-texts = st.text(max_size=24)
-with_escapes = st.builds(
-    lambda before, escape, after: before + escape + after,
-    texts,
-    st.sampled_from(ANSI_ESCAPES),
-    texts,
-)
-control_texts = st.text(st.characters(min_codepoint=0, max_codepoint=0x9F), min_size=1, max_size=16)
-# A lone surrogate is valid JSON as "\ud800" but is no text: encoded with
-# ensure_ascii it arrives as that escape, without it as bytes that are not UTF-8.
-with_lone_surrogate = st.builds(
-    lambda before, code, after: before + chr(code) + after,
-    texts,
-    st.integers(0xD800, 0xDFFF),
-    texts,
-)
-# Around the body cap and the read limit, in one-byte and two-byte characters.
-huge_texts = st.builds(
-    lambda char, size: char * (size // len(char.encode("utf-8"))),
-    st.sampled_from(["x", "é", "\x1b"]),
-    st.sampled_from([BODY_CAP - 1, BODY_CAP, BODY_CAP + 1, BODY_CAP + 2, LETTER_READ_LIMIT + 1]),
-)
-hostile_strings = st.one_of(
-    st.sampled_from(PATH_LIKE), with_escapes, control_texts, with_lone_surrogate, huge_texts, texts
-)
-hostile_values: st.SearchStrategy[Any] = st.one_of(
-    hostile_strings,
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**80), 2**80),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.lists(st.integers() | texts, max_size=3),
-    st.dictionaries(texts, st.integers() | texts, max_size=3),
-)
-
-# -- letters ------------------------------------------------------------------------
-
-# Built from bytes rather than from the grammars' regexes: as valid, and much cheaper.
-addresses = st.binary(min_size=6, max_size=6).map(lambda raw: "s-" + raw.hex())
-nonces = st.binary(min_size=4, max_size=4).map(bytes.hex)
-not_blank = st.text(min_size=1, max_size=120).filter(lambda body: body.strip() != "")
-bodies = not_blank | with_escapes.filter(lambda body: body.strip() != "")
-sender_names = st.text(min_size=1, max_size=30) | with_escapes.filter(bool)
-sender_cwds = st.none() | st.text(max_size=40)
-sent_ats = st.integers(0, 10**13 - 1)
-reply_tos = st.none() | addresses
-
-
-@st.composite
-def messages(draw: st.DrawFn) -> Message:
-    name, cwd = draw(sender_names), draw(sender_cwds)
-    if draw(st.booleans()):
-        sender = Sender("session", name, address=draw(addresses), cwd=cwd)
-    else:
-        sender = Sender("process", name, cwd=cwd)
-    return new_message(
-        sender,
-        draw(bodies),
-        draw(sent_ats),
-        reply_to=draw(reply_tos),
-        nonce=draw(nonces),
-    )
-
-
-valid_letters = st.sampled_from(REFERENCE_LETTERS) | messages().map(encode)
-
-MESSAGE_FIELDS = (
-    "v",
-    "id",
-    "from",
-    "from.kind",
-    "from.name",
-    "from.address",
-    "from.cwd",
-    "replyTo",
-    "sentAt",
-    "body",
-    "stranger",
-    "from.stranger",
-)
-
-
-def _dumps(data: Any, ensure_ascii: bool) -> bytes:
-    """JSON as a careless writer makes it: NaN allowed, lone surrogates kept."""
-    text = json.dumps(data, ensure_ascii=ensure_ascii, allow_nan=True)
-    return text.encode("utf-8", "surrogatepass")
-
-
-AFFIXES = ("\n", "\r\n", "\x00", " ", "/", "/../../x", "/..", ".json", "\u200b", "\x1b[0m")
-PATH_BEARING = ("id", "replyTo", "from.address", "address")
-
-
-@st.composite
-def near_misses(draw: st.DrawFn, valid: str) -> str:
-    """A well-formed address or id, bent just out of its grammar: what a loose check
-    (a prefix match, a "$" that allows a newline, Unicode digits) would let through."""
-    how = draw(st.sampled_from(["suffix", "prefix", "upper", "shorter", "longer", "digit"]))
-    if how == "suffix":
-        return valid + draw(st.sampled_from(AFFIXES))
-    if how == "prefix":
-        return draw(st.sampled_from(["../../", "./", "/", " ", "\n", "x"])) + valid
-    if how == "upper":
-        return valid.upper() if valid.upper() != valid else "S" + valid[1:]
-    if how == "shorter":
-        return valid[:-1]
-    if how == "longer":
-        return valid + "0"
-    return re.sub("[0-9]", "\u0661", valid, count=1) if re.search("[0-9]", valid) else valid + "1"
-
-
-@st.composite
-def mutated(draw: st.DrawFn, letters: st.SearchStrategy[bytes], fields: tuple[str, ...]) -> bytes:
-    """A valid letter or record with one field replaced by a hostile value, or removed.
-    A path-bearing field is as often bent just out of its grammar."""
-    data = json.loads(draw(letters))
-    field_path = draw(st.sampled_from(fields))
-    *outer, key = field_path.split(".")
-    target = data
-    for part in outer:
-        target = target[part]
-    if draw(st.integers(0, 9)) == 0:
-        target.pop(key, None)
-    elif field_path in PATH_BEARING and draw(st.booleans()):
-        current = target.get(key)
-        target[key] = draw(near_misses(current if isinstance(current, str) else draw(addresses)))
-    else:
-        target[key] = draw(hostile_values)
-    return _dumps(data, ensure_ascii=draw(st.booleans()))
-
-
-def _nest(depth: int, kind: str) -> str:
-    if kind == "array":
-        return "[" * depth + "1" + "]" * depth
-    return '{"a":' * depth + "1" + "}" * depth
-
-
-depths = st.sampled_from([2, 100, 999, 1000, 1001, 5000, 50_000, 100_000, 130_000]) | st.integers(
-    1, 140_000
-)
-
-
-@dataclass(frozen=True)
-class Spliced:
-    raw: bytes
-    original: bytes
-    how: str
-    must_reject: bool
-    """True where DESIGN.md rules the text out: duplicate keys, NaN, a number that
-    is not an integer, stray text, a byte-order mark."""
-
-
-@st.composite
-def spliced(draw: st.DrawFn, letters: st.SearchStrategy[bytes]) -> Spliced:
-    """Damage only the text can carry: duplicate keys, NaN and friends, numbers of
-    thousands of digits, deep nesting, a byte-order mark, stray text around it; and,
-    as a control, whitespace around it, which changes nothing."""
-    original = draw(letters)
-    text = json.dumps(json.loads(original), ensure_ascii=False, separators=(",", ":"))
-    first_key = re.match(r'\{"(\w+)"', text)
-    assert first_key is not None
-    key = draw(st.sampled_from(["v", "body", "id", "sentAt", "from", "replyTo", first_key[1]]))
-    number = draw(
-        st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", "1.0", "-0", "01", "9" * 5000])
-    )
-    how = draw(
-        st.sampled_from(
-            ["duplicate", "number", "nested", "bom", "trailing", "leading", "whitespace"]
-        )
-    )
-    # A key spliced in first is a duplicate, or a field of the wrong type.
-    must_reject = how != "whitespace"
-    if how == "duplicate":
-        spliced_text = text.replace(
-            "{", f'{{"{first_key[1]}":{json.dumps(draw(hostile_values))},', 1
-        )
-    elif how == "number":
-        spliced_text = re.sub(r'"(v|sentAt|startedAt|lastSeen|pid)":-?\d+', rf'"\1":{number}', text)
-        must_reject = number != "-0"  # -0 is the integer 0
-    elif how == "nested":
-        nested = _nest(draw(depths), draw(st.sampled_from(["array", "object"])))
-        spliced_text = text.replace("{", f'{{"{key}":{nested},', 1)
-    elif how == "bom":
-        spliced_text = "\ufeff" + text
-    elif how == "trailing":
-        spliced_text = text + draw(st.sampled_from(["x", "{}", "\x00", ",", "]"]))
-    elif how == "leading":
-        spliced_text = draw(st.sampled_from(["x", "[", "\x00", "//", "\x1b[2J"])) + text
-    else:
-        spliced_text = " \r\n\t" + text + "\n"
-    return Spliced(spliced_text.encode("utf-8", "surrogatepass"), original, how, must_reject)
-
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | texts,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4),
-    max_leaves=12,
-)
-
-
-@st.composite
-def flipped(draw: st.DrawFn, letters: st.SearchStrategy[bytes]) -> bytes:
-    """A valid letter with a few bytes overwritten, inserted or removed."""
-    raw = bytearray(draw(letters))
-    for _ in range(draw(st.integers(1, 4))):
-        where = draw(st.integers(0, len(raw) - 1))
-        byte = draw(
-            st.sampled_from([0x00, 0x22, 0x5C, 0x7B, 0x7D, 0x80, 0xC3, 0xFF]) | st.integers(0, 255)
-        )
-        action = draw(st.sampled_from(["set", "insert", "delete"]))
-        if action == "set":
-            raw[where] = byte
-        elif action == "insert":
-            raw.insert(where, byte)
-        else:
-            del raw[where]
-    return bytes(raw)
-
-
-arbitrary_bytes = st.one_of(
-    st.binary(max_size=600),
-    json_values.map(lambda value: _dumps(value, ensure_ascii=False)),
-    st.sampled_from([b"", b"{}", b"[]", b"null", b"\xef\xbb\xbf{}", b"\x00" * 64]),
-)
-
-file_names = st.none() | st.sampled_from(["../../x.json", "x.json", ".json", "\x1b[2J.json"])
-
-
-# -- what parse owes its callers ----------------------------------------------------------
-
-
-def check_message_outcome(raw: bytes, file_name: str | None) -> Message | Rejected:
-    outcome = parse(raw, file_name)
-    assert isinstance(outcome, (Message, Rejected)), outcome
-    if isinstance(outcome, Rejected):
-        assert outcome.reason, "a rejection gives its reason"
-        assert not RAW_CONTROL.search(outcome.reason), outcome.reason
-        return outcome
-    assert ID_GRAMMAR.fullmatch(outcome.id), outcome.id
-    for field_name, value in (
-        ("replyTo", outcome.reply_to),
-        ("from.address", outcome.sender.address),
-    ):
-        assert value is None or ADDRESS_GRAMMAR.fullmatch(value), (field_name, value)
+def parsed(driver: Driver, raw: bytes, file_name: str | None = None) -> dict[str, Json] | None:
+    """The message ``parse`` accepted (its wire form), or None for a rejection."""
+    args: dict[str, Json] = {"raw_base64": base64.b64encode(raw).decode("ascii")}
     if file_name is not None:
-        assert file_name == outcome.id + ".json", (file_name, outcome.id)
-    assert len(outcome.body.encode("utf-8")) <= BODY_CAP
-    again = parse(encode(outcome), outcome.id + ".json")
-    assert again == outcome, "re-encoding changed the message"
-    return outcome
+        args["file_name"] = file_name
+    result = driver.call("parse", **args)
+    if "rejected" in result:
+        check(result["rejected"], "INV-10", f"a rejection without its reason: {result}")
+        return None
+    message = result.get("message")
+    if not isinstance(message, dict):
+        raise SetupFailed(f"parse answered neither a message nor a rejection: {result}")
+    return message
 
 
-# -- message.parse ----------------------------------------------------------------------
+def check_parse(driver: Driver, raw: bytes, file_name: str | None) -> dict[str, Json] | None:
+    """What parse owes its callers: total, and strict about what it accepts."""
+    message = parsed(driver, raw, file_name)
+    if message is None:
+        return None
+    message_id = message.get("id")
+    check(
+        isinstance(message_id, str) and ID_GRAMMAR.fullmatch(message_id),
+        "INV-22",
+        f"accepted an id out of its grammar: {message_id!r}",
+    )
+    sender = message.get("from")
+    for field, value in (
+        ("replyTo", message.get("replyTo")),
+        ("from.address", sender.get("address") if isinstance(sender, dict) else None),
+    ):
+        check(
+            value is None or (isinstance(value, str) and ADDRESS_GRAMMAR.fullmatch(value)),
+            "INV-22",
+            f"accepted {field} out of its grammar: {value!r}",
+        )
+    if file_name is not None:
+        check(
+            file_name == f"{message_id}.json",
+            "INV-10",
+            f"accepted {message_id} filed as {file_name!r}",
+        )
+    size = len(str(message.get("body")).encode("utf-8", "surrogatepass"))
+    check(size <= BODY_CAP, "INV-09", f"accepted a body of {size} bytes")
+    again = parsed(driver, json.dumps(message).encode("ascii"), f"{message_id}.json")
+    check(again == message, "INV-21", f"re-encoding {message_id} changed it: {again}")
+    return message
 
 
+# -- parse ------------------------------------------------------------------------------
+
+
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=25_000)
-@given(arbitrary_bytes, file_names)
-def test_parse_survives_arbitrary_bytes(raw: bytes, file_name: str | None) -> None:
+@given(raw=arbitrary_bytes, file_name=file_names)
+def test_parse_survives_arbitrary_bytes(parser: Driver, raw: bytes, file_name: str | None) -> None:
     count_example("hostile parse: arbitrary bytes")
-    check_message_outcome(raw, file_name)
+    check_parse(parser, raw, file_name)
 
 
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=20_000)
-@given(flipped(valid_letters))
-def test_parse_survives_damaged_bytes_of_valid_letters(raw: bytes) -> None:
+@given(raw=flipped(valid_letters))
+def test_parse_survives_damaged_bytes_of_valid_letters(parser: Driver, raw: bytes) -> None:
     count_example("hostile parse: damaged bytes")
-    check_message_outcome(raw, None)
+    check_parse(parser, raw, None)
 
 
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=25_000)
-@given(mutated(valid_letters, MESSAGE_FIELDS), st.booleans())
-def test_parse_survives_a_hostile_value_in_any_field(raw: bytes, under_its_name: bool) -> None:
+@given(raw=mutated(valid_letters, MESSAGE_FIELDS), under_its_name=st.booleans())
+def test_parse_survives_a_hostile_value_in_any_field(
+    parser: Driver, raw: bytes, under_its_name: bool
+) -> None:
     count_example("hostile parse: one hostile field")
     file_name = None
     if under_its_name:
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
             file_name = str(json.loads(raw.decode("utf-8", "surrogatepass"))["id"]) + ".json"
-    check_message_outcome(raw, file_name)
+    check_parse(parser, raw, file_name)
 
 
+@pytest.mark.operations("parse")
 @budget(gate=300, thorough=12_000)
-@given(spliced(valid_letters))
-def test_parse_refuses_duplicate_keys_nan_deep_nesting_and_stray_text(case: Spliced) -> None:
+@given(case=spliced(valid_letters))
+def test_parse_refuses_duplicate_keys_nan_deep_nesting_and_stray_text(
+    parser: Driver, case: Spliced
+) -> None:
     count_example("hostile parse: spliced text")
-    outcome = check_message_outcome(case.raw, None)
+    message = check_parse(parser, case.raw, None)
     if case.must_reject:
-        assert isinstance(outcome, Rejected), case.how
+        check(message is None, "INV-10", f"accepted a letter with {case.how}: {message}")
     elif case.how == "whitespace":
-        assert outcome == parse(case.original), "whitespace around a letter changes nothing"
+        check(
+            message == parsed(parser, case.original),
+            "INV-21",
+            "whitespace around a letter changed it",
+        )
 
 
+@pytest.mark.operations("parse")
 @budget(gate=40, thorough=3_000)
-@given(valid_letters)
-def test_every_truncation_of_a_valid_letter_is_rejected(letter: bytes) -> None:
-    """A letter cut at any length (a torn write) is never half a message (INV-03)."""
+@given(letter=valid_letters, data=st.data())
+def test_a_truncated_letter_is_rejected(parser: Driver, letter: bytes, data: st.DataObject) -> None:
+    """A letter cut short (a torn write) is never half a message: at both ends and
+    at drawn lengths between (test_hostile_parsers.py cuts pipost's at every one)."""
     count_example("hostile parse: truncations")
-    assert isinstance(parse(letter), Message), "the whole letter is valid"
-    for length in range(len(letter)):
+    if parsed(parser, letter) is None:
+        raise SetupFailed(f"a valid letter was rejected: {letter!r}")
+    drawn = data.draw(st.lists(st.integers(0, len(letter) - 1), max_size=20), label="cuts")
+    for length in sorted({0, 1, len(letter) - 2, len(letter) - 1, *drawn}):
         count_step("hostile parse: truncations")
-        assert isinstance(check_message_outcome(letter[:length], None), Rejected), length
+        message = check_parse(parser, letter[:length], None)
+        check(message is None, "INV-03", f"accepted the first {length} bytes of a letter")
 
 
-def test_a_huge_valid_looking_letter_is_rejected_before_it_is_decoded() -> None:
+@pytest.mark.operations("parse")
+def test_a_huge_valid_looking_letter_is_rejected(parser: Driver) -> None:
     letter = encode(new_message(Sender("process", "big"), "x", NOW))
     padded = letter[:-1] + b" " * LETTER_READ_LIMIT + b"}"
-    outcome = parse(padded)
-    assert isinstance(outcome, Rejected)
-    assert str(LETTER_READ_LIMIT) in outcome.reason
+    check(parsed(parser, padded) is None, "INV-10", "accepted a letter over the read limit")
 
 
-# -- session.parse -------------------------------------------------------------------
-
-session_ids = st.text(min_size=1, max_size=40) | st.uuids().map(str)
-record_cwds = st.text(min_size=1, max_size=40)
-record_times = st.integers(0, NOW)
-pids = st.none() | st.integers(1, 2**22)
+# -- a hostile registry folder -------------------------------------------------------------
 
 
-@st.composite
-def records(draw: st.DrawFn) -> Record:
-    session_id = draw(session_ids)
-    return Record(
-        address=address_of(session_id),
-        session_id=session_id,
-        name=draw(sender_names),
-        cwd=draw(record_cwds),
-        started_at=draw(record_times),
-        last_seen=draw(record_times),
-        pid=draw(pids),
-        pid_start=None,
-    )
+def _addresses(result: Result) -> set[str]:
+    sessions = result.get("sessions")
+    if not isinstance(sessions, list):
+        raise SetupFailed(f"list answered no list of sessions: {result}")
+    return {str(s.get("address")) for s in sessions if isinstance(s, dict)}
 
 
-valid_record_bytes = st.sampled_from(
-    [json.dumps(record).encode() for record in REFERENCE_RECORDS]
-) | records().map(session.encode)
-RECORD_FIELDS = (
-    "v",
-    "address",
-    "sessionId",
-    "name",
-    "cwd",
-    "pid",
-    "pidStart",
-    "startedAt",
-    "lastSeen",
-    "stranger",
-)
-
-
-def expected_address(session_id: str) -> str:
-    digest = hashlib.sha256(b"session\x00" + session_id.encode("utf-8")).hexdigest()
-    return "s-" + digest[:12]
-
-
-def check_record_outcome(raw: bytes, file_name: str | None) -> Record | Rejected:
-    outcome = session.parse(raw, file_name)
-    assert isinstance(outcome, (Record, Rejected)), outcome
-    if isinstance(outcome, Rejected):
-        assert outcome.reason
-        return outcome
-    assert ADDRESS_GRAMMAR.fullmatch(outcome.address), outcome.address
-    assert outcome.address == expected_address(outcome.session_id)
-    for text in (outcome.name, outcome.cwd, outcome.session_id):
-        assert text and text.encode("utf-8")
-    if file_name is not None:
-        assert file_name == outcome.address + ".json"
-    again = session.parse(session.encode(outcome), outcome.address + ".json")
-    assert isinstance(again, Record)
-    assert essentials(again) == essentials(outcome), "re-encoding changed the record"
-    return outcome
-
-
-def essentials(record: Record) -> tuple[object, ...]:
-    """What a record says. A start time without a pid, or an empty one, says nothing
-    (presence ignores it, and the writer leaves it out)."""
-    pid_start = (record.pid_start or None) if record.pid is not None else None
-    return (
-        record.address,
-        record.session_id,
-        record.name,
-        record.cwd,
-        record.started_at,
-        record.last_seen,
-        record.pid,
-        pid_start,
-    )
-
-
-hostile_records = st.one_of(
-    arbitrary_bytes,
-    flipped(valid_record_bytes),
-    mutated(valid_record_bytes, RECORD_FIELDS),
-    spliced(valid_record_bytes).map(lambda case: case.raw),
-    valid_record_bytes.map(lambda raw: raw[: len(raw) // 2]),
-    valid_record_bytes,
-)
-
-
-@budget(gate=300, thorough=25_000)
-@given(hostile_records, file_names | st.just("s-5b225c9adef5.json"))
-def test_registry_parse_survives_hostile_record_bytes(raw: bytes, file_name: str | None) -> None:
-    count_example("hostile parse: registry records")
-    check_record_outcome(raw, file_name)
-
-
-# -- a hostile tree on disk -------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def scratch_tree() -> Iterator[Path]:
-    """A private folder per example (a fixture's tmp_path would be shared by all)."""
-    base = Path(os.path.realpath(tempfile.mkdtemp(prefix="pipost-hostile-")))
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base)
-
-
-def tree_state(base: Path) -> dict[str, tuple[int, int, int, str]]:
-    """Every path under ``base``: mode, size, mtime, and a link's target or the hash
-    of a file's first MiB (a sparse GiB is never read whole); symlinks are not
-    followed and FIFOs not opened."""
-    state = {}
-    for folder, folder_names, file_names in os.walk(base):
-        for name in ["", *folder_names, *file_names]:
-            path = os.path.join(folder, name) if name else folder
-            info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                content = os.readlink(path)
-            elif stat.S_ISREG(info.st_mode):
-                with open(path, "rb") as opened:
-                    content = hashlib.sha256(opened.read(1 << 20)).hexdigest()
-            else:
-                content = ""
-            state[path] = (info.st_mode, info.st_size, info.st_mtime_ns, content)
-    return state
-
-
-def write_file(path: Path, data: bytes, *, size: int | None = None) -> None:
-    """A 0600 file; ``size`` beyond the data makes the rest a hole (a sparse file)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        if size is not None:
-            os.ftruncate(fd, size)
-    finally:
-        os.close(fd)
-
-
-def plant_hazard(path: Path, kind: str, payload: bytes, outside: Path) -> None:
-    """Lay something that is not what a reader expects at ``path``."""
-    if kind == "symlink":
-        target = outside / (path.name + ".target")
-        write_file(target, payload)
-        os.symlink(target, path)
-    elif kind == "dangling symlink":
-        os.symlink(outside / "nowhere" / path.name, path)
-    elif kind == "symlink to a folder":
-        os.symlink(outside, path)
-    elif kind == "fifo":
-        os.mkfifo(path, 0o600)
-    elif kind == "folder":
-        os.mkdir(path, 0o700)
-        write_file(path / "inside.json", payload)
-    elif kind == "sparse 1 GiB":
-        write_file(path, payload[:100], size=1 << 30)
-    elif kind == "empty":
-        write_file(path, b"")
-    else:
-        raise AssertionError(f"no such hazard {kind!r}")
-
-
-HAZARDS = (
-    "symlink",
-    "dangling symlink",
-    "symlink to a folder",
-    "fifo",
-    "folder",
-    "sparse 1 GiB",
-    "empty",
-)
-
-
-@dataclass(frozen=True)
-class RegistryEntry:
-    kind: str
-    record: Record
-    other: Record
-    """A second session: whose address a misfiled or mismatched record carries."""
-    damage: bytes
-
-
-REGISTRY_KINDS = (
-    "valid",
-    "valid",
-    "garbage",
-    "half-written",
-    "address not of sessionId",
-    "filed under another address",
-    "dot file",
-    "temporary",
-    "oversize",
-    *HAZARDS,
-)
-
-
-registry_entries = st.builds(
-    RegistryEntry,
-    kind=st.sampled_from(REGISTRY_KINDS),
-    record=records(),
-    other=records(),
-    damage=st.binary(max_size=200),
-).filter(lambda entry: entry.record.address != entry.other.address)
-
-
-def lay_registry_entry(folder: Path, outside: Path, entry: RegistryEntry) -> bool:
-    """Write one entry; True if it is a record a reader must list."""
-    record, data = entry.record, session.encode(entry.record)
-    name = record.address + ".json"
-    if entry.kind == "valid":
-        write_file(folder / name, data)
-        return True
-    if entry.kind == "garbage":
-        # Not a record by construction: whatever the bytes, they are not UTF-8.
-        write_file(folder / name, b"\xff" + entry.damage)
-    elif entry.kind == "half-written":
-        write_file(folder / name, data[: len(data) // 2])
-    elif entry.kind == "address not of sessionId":
-        lying = session.to_json(record) | {"address": entry.other.address}
-        write_file(folder / (entry.other.address + ".json"), json.dumps(lying).encode())
-    elif entry.kind == "filed under another address":
-        write_file(folder / (entry.other.address + ".json"), data)
-    elif entry.kind == "dot file":
-        write_file(folder / ("." + name), data)
-    elif entry.kind == "temporary":
-        write_file(folder / (name + ".tmp"), data)
-    elif entry.kind == "oversize":
-        write_file(folder / name, data[:-1] + b" " * session.RECORD_READ_LIMIT + b"}")
-    else:
-        plant_hazard(folder / name, entry.kind, data, outside)
-    return False
-
-
-def _file_name_of(entry: RegistryEntry) -> str:
-    misplaced = ("address not of sessionId", "filed under another address")
-    return (entry.other if entry.kind in misplaced else entry.record).address
-
-
-def hostile_handles(entries: list[RegistryEntry]) -> st.SearchStrategy[str]:
-    """What a user might type: every name, id, prefix, address and cwd the tree
-    mentions (good or bad), and hostile text."""
-    mentioned: list[str] = []
-    for entry in entries:
-        for record in (entry.record, entry.other):
-            mentioned += [
-                record.name,
-                record.session_id,
-                record.session_id[:8],
-                record.address,
-                record.cwd,
-                os.path.basename(record.cwd),
-            ]
-    known = [handle for handle in mentioned if handle]
-    return st.sampled_from(known) | hostile_strings.filter(lambda handle: len(handle) < 4096)
-
-
+@pytest.mark.operations("list", "resolve")
 @budget(gate=40, thorough=1_500)
 @given(st.lists(registry_entries, min_size=1, max_size=10), st.data())
 def test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse(
@@ -692,237 +217,154 @@ def test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse(
 ) -> None:
     count_example("hostile tree: registry")
     with scratch_tree() as base:
+        driver = driving.new_driver(base)
         root, outside = base / "post", base / "outside"
         folder = made(root, "registry")
         outside.mkdir(mode=0o700)
         listable: set[str] = set()
         taken: set[str] = set()
         for entry in entries:
-            if _file_name_of(entry) in taken:
+            if file_name_of(entry) in taken:
                 continue  # one file per name; the first entry to claim it wins
-            taken.add(_file_name_of(entry))
+            taken.add(file_name_of(entry))
             if lay_registry_entry(folder, outside, entry):
                 listable.add(entry.record.address)
-        post = Post(root, clock=FixedClock(), processes=FakeProcessTable({4242: "birth"}))
         before = tree_state(base)
 
-        listed = {candidate.address for candidate in post.sessions()}
-        assert listed == listable, "listing must show exactly the well-formed records"
+        listed = _addresses(setup(driver.call("list", all=True), "list"))
+        check(listed <= listable, "INV-22", f"listed what is no record: {listed - listable}")
+        check(listable <= listed, "INV-10", f"left well-formed records out: {listable - listed}")
 
-        caller = os_caller(str(base), {"HOME": str(base)})
         for handle in data.draw(st.lists(hostile_handles(entries), min_size=1, max_size=6)):
             count_step("hostile tree: registry")
-            try:
-                target = post.resolve(handle, caller)
-            except Refused:
+            result = driver.call("resolve", handle=handle, cwd=str(base), home=str(base))
+            if "refused" in result:
                 continue
-            assert isinstance(target, Target)
-            assert target.address in listable, (handle, target.address)
+            check("failed" not in result, "INV-22", f"resolving {handle!r} failed: {result}")
+            check(
+                result.get("address") in listable,
+                "INV-22",
+                f"{handle!r} resolved to {result.get('address')}, which is no record",
+            )
         for address in listable:
-            assert post.resolve(address, caller).address == address
-        assert tree_state(base) == before, "reading changed the tree (INV-16)"
+            result = driver.call("resolve", handle=address, cwd=str(base), home=str(base))
+            check(
+                result.get("address") == address,
+                "INV-13",
+                f"{address} resolved to {result}",
+            )
+        check(tree_state(base) == before, "INV-16", "reading a hostile registry changed the tree")
 
 
 # -- a receiving session draining a hostile mailbox ---------------------------------------
 
 
-class RecordingContext:
-    """Every delivery, in order; it knows the ids it holds, as a transcript does."""
-
-    def __init__(self) -> None:
-        self.deliveries: list[Delivery] = []
-
-    def holds(self, message_id: str) -> bool | None:
-        return any(d.message.id == message_id for d in self.deliveries)
-
-    def enter(self, delivery: Delivery) -> bool:
-        self.deliveries.append(delivery)
-        return True
+def _names(entries: Json) -> list[str]:
+    if not isinstance(entries, list):
+        raise SetupFailed(f"deliver answered no list: {entries!r}")
+    return [str(e.get("name")) for e in entries if isinstance(e, dict)]
 
 
-RECEIVER = "hostile-inbox-receiver"
-RECEIVER_ADDRESS = address_of(RECEIVER)
-
-BAD_LETTERS = (
-    "garbage",
-    "truncated",
-    "under another id",
-    "replyTo ../../x",
-    "from.address ../../x",
-    "wrong type",
-    "duplicate key",
-    "NaN sentAt",
-    "deeply nested",
-    "oversize",
-    *HAZARDS,
-)
-IGNORED = ("dot file", "in flight")
-"""Not letters at all (SPEC 1): a reader never touches them."""
+def _entered(delivered: Result) -> list[dict[str, Json]]:
+    entries = delivered.get("entered")
+    if not isinstance(entries, list):
+        raise SetupFailed(f"deliver answered no list of entries: {delivered}")
+    found = []
+    for entry in entries:
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if not isinstance(message, dict):
+            raise SetupFailed(f"deliver entered no message: {entry!r}")
+        found.append(message)
+    return found
 
 
-@dataclass(frozen=True)
-class InboxEntry:
-    kind: str
-    message: Message
-    damage: bytes
-    name: str
+@contextlib.contextmanager
+def receiving_world() -> Iterator[tuple[Driver, Path, Path]]:
+    with scratch_tree() as base:
+        driver = driving.new_driver(base)
+        setup(driver.call("register", session_id=RECEIVER, cwd=str(base)), "register")
+        yield driver, base, base / "post"
 
 
-# File names are bytes: os.fsdecode gives the undecodable ones as lone surrogates.
-NOT_UTF8_STEM = os.fsdecode(b"\xff\xfe\x1b[2J")
-bad_names = (
-    st.one_of(
-        st.builds(lambda at, nonce: f"{at:013d}-{nonce}", sent_ats, nonces),
-        st.sampled_from(["x", "y", "\x1b[2J", "é", "s-0123456789ab", " ", "a\nb", NOT_UTF8_STEM]),
-        st.text(
-            st.characters(blacklist_categories=["Cs"], blacklist_characters="/\x00"),
-            min_size=1,
-            max_size=12,
-        ),
-    )
-    .map(lambda stem: stem + ".json")
-    .filter(lambda name: not name.startswith("."))
-)
-"""Dot files are not letters at all; the kind "dot file" lays those."""
-
-inbox_entries = st.builds(
-    InboxEntry,
-    kind=st.sampled_from(("good",) * 4 + BAD_LETTERS + IGNORED),
-    message=messages(),
-    damage=st.binary(max_size=200),
-    name=bad_names,
-)
-
-
-def bad_letter_bytes(entry: InboxEntry) -> bytes:
-    """Bytes that are not a message filed under ``entry.name``, by construction."""
-    letter = json.loads(encode(entry.message))
-    whole = encode(entry.message)
-    if entry.kind == "garbage":
-        return b"\xff" + entry.damage
-    if entry.kind == "truncated":
-        return whole[: len(entry.damage) % len(whole)]
-    if entry.kind == "under another id":
-        return whole  # filed under a name that is not its id (the names differ, see below)
-    if entry.kind == "replyTo ../../x":
-        return json.dumps(letter | {"replyTo": "../../x"}).encode()
-    if entry.kind == "from.address ../../x":
-        sender = letter["from"] | {"kind": "session", "address": "../../x"}
-        return json.dumps(letter | {"from": sender}).encode()
-    if entry.kind == "wrong type":
-        return json.dumps(letter | {"sentAt": str(letter["sentAt"])}).encode()
-    if entry.kind == "duplicate key":
-        return b'{"body":"first",' + whole[1:]
-    if entry.kind == "NaN sentAt":
-        return re.sub(rb'"sentAt":\d+', b'"sentAt":NaN', whole)
-    if entry.kind == "deeply nested":
-        return whole[:-1] + b',"deep":' + _nest(100_000, "array").encode() + b"}"
-    assert entry.kind == "oversize"
-    return whole[:-1] + b" " * LETTER_READ_LIMIT + b"}"
-
-
-@dataclass
-class HostileInbox:
-    good: dict[str, Message]
-    """name -> the message it holds, which must be delivered once."""
-    bad: set[str]
-    """Names that must be set aside."""
-    untouched: dict[str, bytes]
-    """Names a reader must leave alone, with their bytes."""
-    link_targets: dict[Path, bytes]
-
-
-def lay_inbox(inbox: Path, outside: Path, entries: list[InboxEntry]) -> HostileInbox:
-    laid = HostileInbox({}, set(), {}, {})
-    used: set[str] = set()
-    for number, entry in enumerate(entries):
-        message = entry.message
-        if entry.kind == "good":
-            # A sender of its own for each, so the loop guard has nothing to drop.
-            message = new_message(
-                Sender("process", f"sender-{number}"),
-                message.body,
-                message.sent_at,
-                reply_to=message.reply_to,
-                nonce=message.id[-8:],
-            )
-        name = {
-            "good": message.file_name,
-            "dot file": "." + message.file_name,
-            "in flight": message.file_name + ".tmp",
-        }.get(entry.kind, entry.name)
-        if entry.kind == "under another id" and name == message.file_name:
-            name = "x" + name
-        if name in used:
-            continue
-        used.add(name)
-        path = inbox / name
-        if entry.kind == "good":
-            write_file(path, encode(message))
-            laid.good[name] = message
-        elif entry.kind in IGNORED:
-            write_file(path, encode(message))
-            laid.untouched[name] = encode(message)
-        elif entry.kind in HAZARDS:
-            plant_hazard(path, entry.kind, encode(message), outside)
-            laid.bad.add(name)
-        else:
-            write_file(path, bad_letter_bytes(entry))
-            laid.bad.add(name)
-    for target in outside.iterdir():
-        laid.link_targets[target] = target.read_bytes()
-    return laid
-
-
-def is_letter_name(name: str) -> bool:
-    """``*.json`` as a shell glob sees it (dot files are not matched)."""
-    return name.endswith(".json") and not name.startswith(".")
-
-
+@pytest.mark.operations("register", "deliver", "send")
 @budget(gate=30, thorough=1_000)
 @given(st.lists(inbox_entries, min_size=1, max_size=12))
 def test_a_receiver_drains_a_hostile_mailbox(entries: list[InboxEntry]) -> None:
     count_example("hostile tree: receiving")
-    with scratch_tree() as base:
-        root, outside = base / "post", base / "outside"
+    with receiving_world() as (driver, base, root):
         inbox = made(root, "inbox", RECEIVER_ADDRESS)
+        outside = base / "outside"
         outside.mkdir(mode=0o700)
         laid = lay_inbox(inbox, outside, entries)
-        context = RecordingContext()
-        receiver = Host(
-            Post(root, clock=FixedClock(), processes=FakeProcessTable()),
-            RECEIVER,
-            str(base),
-            context,
-            kernel_events=False,
+
+        delivered = setup(driver.call("deliver", session_id=RECEIVER), "deliver")
+
+        entered = _entered(delivered)
+        counts = Counter(str(message.get("id")) for message in entered)
+        good = {message.id: message for message in laid.good.values()}
+        check(
+            set(good) <= set(counts),
+            "INV-10",
+            f"good letters not delivered: {set(good) - set(counts)}",
         )
-        receiver.start()  # takes what waited, as at start-up
-        try:
-            delivered = Counter(d.message.id for d in context.deliveries)
-            assert delivered == Counter(m.id for m in laid.good.values()), "each good one once"
-            for delivery in context.deliveries:
-                assert delivery.message == laid.good[delivery.message.file_name]
+        check(
+            set(counts) <= set(good),
+            "INV-22",
+            f"delivered what was no good letter: {set(counts) - set(good)}",
+        )
+        check(max(counts.values(), default=1) == 1, "INV-06", f"delivered twice: {counts}")
+        for message in entered:
+            expected = to_json(good[str(message["id"])])
+            check(
+                message == expected, "INV-10", f"delivered {message}, the letter holds {expected}"
+            )
+        check(
+            _names(delivered.get("dropped")) == [],
+            "INV-10",
+            f"dropped good letters: {delivered.get('dropped')}",
+        )
+        set_aside = delivered.get("set_aside")
+        check(
+            set(_names(set_aside)) == laid.bad,
+            "INV-10",
+            f"set aside {sorted(_names(set_aside))}, the bad letters are {sorted(laid.bad)}",
+        )
+        for entry in set_aside if isinstance(set_aside, list) else []:
+            check(
+                isinstance(entry, dict) and entry.get("reason"),
+                "INV-10",
+                f"set aside without a reason: {entry!r}",
+            )
 
-            set_aside = {entry.name: entry.reason for entry in quarantine.quarantined(root)}
-            assert set(set_aside) == laid.bad, "every bad letter is set aside, nothing else"
-            assert all(set_aside.values()), "each with its reason"
-            kept = Path(quarantine.quarantine_of(root, RECEIVER_ADDRESS))
-            for name in laid.bad:
-                assert os.path.lexists(kept / name)
+        left = sorted(os.listdir(inbox))
+        check(not [n for n in left if is_letter_name(n)], "INV-10", f"letters left: {left}")
+        for name, data in laid.untouched.items():  # dot files, letters in flight
+            check(
+                name in left and (inbox / name).read_bytes() == data,
+                "INV-22",
+                f"{name!r}, which is no letter, was touched",
+            )
+        for target, data in laid.link_targets.items():
+            check(target.read_bytes() == data, "INV-22", f"a symlink was followed to {target}")
+        check(
+            not (root / "x").exists() and not (base / "x").exists(),
+            "INV-22",
+            "a path was built from a field",
+        )
 
-            left = sorted(os.listdir(inbox))
-            assert not [name for name in left if is_letter_name(name)], left
-            assert set(left) == set(laid.untouched), left
-            for name, data in laid.untouched.items():
-                assert (inbox / name).read_bytes() == data
-            for target, data in laid.link_targets.items():
-                assert target.read_bytes() == data, "a symlink was followed"
-            assert not (root / "x").exists() and not (base / "x").exists()
-
-            # The receiver keeps running: mail sent afterwards arrives.
-            after = new_message(Sender("process", "after"), "after the hostile ones", NOW)
-            deposit(root, RECEIVER_ADDRESS, after)
-            assert entered_count(receiver.drain()) == 1
-            assert context.deliveries[-1].message == after
-        finally:
-            receiver.stop()
+        # The receiver keeps going: mail sent afterwards arrives.
+        sent = setup(
+            driver.call(
+                "send", targets=[RECEIVER_ADDRESS], body="after the hostile ones", cwd=str(base)
+            ),
+            "send",
+        )
+        receipts = sent.get("receipts")
+        receipt = receipts[0] if isinstance(receipts, list) and receipts else None
+        after = receipt.get("id") if isinstance(receipt, dict) else None
+        again = _entered(setup(driver.call("deliver", session_id=RECEIVER), "deliver"))
+        check(
+            [message.get("id") for message in again] == [after],
+            "INV-10",
+            f"after the hostile letters, {after} was not delivered: {again}",
+        )

@@ -1,16 +1,21 @@
-"""Loops terminate structurally (SPEC 6; INV-18).
+"""Loops terminate structurally (SPEC 6): INV-18, and INV-08 on the way.
 
-Two or three receiving sessions — real Host objects over one tmp root, with an
-injected clock — answer every message they get, as a model that cannot help
-replying would: with an identical echo, with a changing counter, or with a burst.
-Hypothesis chooses who answers how, who starts talking, when each session takes
-its mail and how time passes. Whatever it chooses, per sender and receiver no
-more than 8 messages enter a context in any 30 s, an identical body at most once
-in 10 s, no mailbox ever holds more than 50, and so the exchange is bounded in
-every window.
+Tier: must
+Operations: set_clock, advance_clock, register, send, deliver, count.
 
-The hosts run in-process and are driven step by step (drain), not by their serve
-loop: the driver offers no receiving session, so this machine uses the modules.
+Two or three receiving sessions answer every message they get, as a model that
+cannot help replying would: with an identical echo, with a changing counter, or
+with a burst. Hypothesis chooses who answers how, who starts talking, when each
+session takes its mail (``deliver``) and how time passes (the fake clock).
+Whatever it chooses, per sender and receiver no more than 8 messages enter a
+context in any 30 s, an identical body at most once in 10 s, no mailbox ever
+holds more than 50, and so the exchange is bounded in every window.
+
+Through the driver only (``register``, ``send``, ``deliver``, ``count``, the
+clock), so a conformance run points it at a port with PIPOST_IMPL. A session
+answers what entered it right after its ``deliver`` returns, at the same instant
+on the clock, as a model answering inside its turn would. Each bound is its own
+check; the machine stops at the first one broken.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-import os
 import shutil
 import tempfile
 from collections import defaultdict
@@ -29,15 +33,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pipost import mailbox
-from pipost.host import Delivery, Host
-from pipost.message import Sender
-from pipost.post import Post, Refused
-from pipost.resolve import Caller
-from tests.helpers import NOW, FakeProcessTable
+from pipost.driver import Json, Result
+from tests.helpers import NOW
+from tests.invariants import driving
 from tests.invariants.conftest import count_example, count_step
+from tests.invariants.driving import SCRATCH, integer, refusal_code, setup
+from tests.invariants.verdict import SetupFailed, check
 
 MACHINE = "reply loops"
+
 
 SECOND_MS = 1000
 RATE_LIMIT = 8
@@ -47,11 +51,6 @@ MAILBOX_CAP = 50
 
 SESSION_IDS = ("loop-session-a", "loop-session-b", "loop-session-c")
 KICKER = "process:kick"
-
-SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-"""Where each example's root goes: a memory filesystem where there is one. The
-bounds are about counts, not durability, and every letter is flushed (fsync),
-which on a disk would dominate the run."""
 
 # Pauses around the guard's windows, and free ones.
 PAUSES = st.one_of(
@@ -84,42 +83,28 @@ class Entered:
 
     receiver: str
     sender: str
+    """The loop guard's key: the sender's address, or a process's name."""
     body: str
     at: int
 
 
-class Answering:
-    """A context that records what entered it and answers the sender at once."""
+@dataclass
+class Talker:
+    """A receiving session and how it answers."""
 
-    def __init__(self, machine: LoopsMachine, style: Style, burst: int) -> None:
-        self.machine = machine
-        self.style = style
-        self.burst = burst
-        self.host: Host | None = None
-        self._counter = itertools.count(1)
-
-    def holds(self, message_id: str) -> bool | None:
-        return None
-
-    def enter(self, delivery: Delivery) -> bool:
-        receiver = self.host
-        assert receiver is not None
-        message = delivery.message
-        self.machine.entered.append(
-            Entered(receiver.address, message.sender.key, message.body, self.machine.now)
-        )
-        if message.reply_to is None:
-            return True
-        for body in self.replies(message.body):
-            self.machine.send_unless_full(receiver, message.reply_to, body)
-        return True
+    session_id: str
+    cwd: str
+    address: str
+    style: Style
+    burst: int
+    counter: itertools.count[int]
 
     def replies(self, body: str) -> list[str]:
         if self.style is Style.ECHO:
             return [body]
         if self.style is Style.COUNTER:
-            return [f"answer {next(self._counter)}"]
-        return [f"burst {next(self._counter)}" for _ in range(self.burst)]
+            return [f"answer {next(self.counter)}"]
+        return [f"burst {next(self.counter)}" for _ in range(self.burst)]
 
 
 class LoopsMachine(RuleBasedStateMachine):
@@ -127,25 +112,18 @@ class LoopsMachine(RuleBasedStateMachine):
         super().__init__()
         count_example(MACHINE)
         self.tmp = Path(tempfile.mkdtemp(prefix="pipost-loops-", dir=SCRATCH)).resolve()
-        self.now = NOW
-        # Every host runs in this process; the table says it is the one that registered.
-        processes = FakeProcessTable({os.getpid(): "this-process"})
-        self.post = Post(self.tmp / "post", clock=lambda: self.now, processes=processes)
-        self.post.receipt_wait = 0.0  # nobody else takes mail while a step runs
-        self.hosts: list[Host] = []
+        self.driver = driving.new_driver(self.tmp)
+        self.now = integer(self._world("set_clock", now=NOW)["now"], "the clock")
+        self.talkers: list[Talker] = []
         self.entered: list[Entered] = []
         self._checked: dict[tuple[str, str], int] = defaultdict(int)
         self._kicks = itertools.count(1)
 
     def teardown(self) -> None:
-        for receiver in self.hosts:
-            receiver.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def send(self, source: Host, address: str, body: str) -> None:
-        sender = Sender("session", source.name or source.session_id, source.address, source.cwd)
-        caller = Caller(cwd=source.cwd, home=str(self.tmp), canonical=os.path.realpath)
-        self.post.send([address], body, sender, caller, reply_to=source.address)
+    def _world(self, op: str, **args: Json) -> Result:
+        return setup(self.driver.call(op, **args), op)
 
     @initialize(
         styles=st.lists(st.sampled_from(Style), min_size=2, max_size=3),
@@ -154,52 +132,60 @@ class LoopsMachine(RuleBasedStateMachine):
     def start_sessions(self, styles: list[Style], burst: int) -> None:
         for session_id, style in zip(SESSION_IDS, styles, strict=False):
             cwd = self.tmp / session_id
-            cwd.mkdir()
-            context = Answering(self, style, burst)
-            receiver = Host(
-                self.post, session_id, str(cwd), context, name=session_id, kernel_events=False
+            cwd.mkdir(parents=True, exist_ok=True)
+            started = self._world("register", session_id=session_id, cwd=str(cwd), name=session_id)
+            address = str(started["address"])
+            self.talkers.append(
+                Talker(session_id, str(cwd), address, style, burst, itertools.count(1))
             )
-            context.host = receiver
-            self.hosts.append(receiver)
-            receiver.start()
 
     # -- who talks, who reads, how time passes ----------------------------------------
 
     @rule(data=st.data(), body=st.sampled_from(["ping", "status?", "ping again"]))
     def a_session_starts_talking(self, data: st.DataObject, body: str) -> None:
         count_step(MACHINE)
-        source, target = data.draw(st.permutations(self.hosts), label="from, to")[:2]
-        self.send_unless_full(source, target.address, body)
+        source, target = data.draw(st.permutations(self.talkers), label="from, to")[:2]
+        self.send_unless_full(target.address, body, session=source.session_id, cwd=source.cwd)
 
     @rule(data=st.data(), times=st.integers(1, 12), identical=st.booleans())
     def a_script_sends_a_burst(self, data: st.DataObject, times: int, identical: bool) -> None:
         """A process with no inbox: the guard keys it by name."""
         count_step(MACHINE)
-        target = data.draw(st.sampled_from(self.hosts), label="to")
-        caller = Caller(cwd=str(self.tmp), home=str(self.tmp), canonical=os.path.realpath)
+        target = data.draw(st.sampled_from(self.talkers), label="to")
         for _ in range(times):
             body = "run the tests" if identical else f"step {next(self._kicks)}"
-            try:
-                self.post.send([target.address], body, Sender("process", KICKER), caller)
-            except Refused:
-                assert mailbox.count(self.post.root, target.address) == MAILBOX_CAP
+            if not self.send_unless_full(target.address, body, label=KICKER, cwd=str(self.tmp)):
                 return
 
     @rule(data=st.data())
     def a_session_takes_its_mail(self, data: st.DataObject) -> None:
+        """Its deliver, then its answers to every message that entered."""
         count_step(MACHINE)
-        receiver = data.draw(st.sampled_from(self.hosts), label="session")
-        receiver.drain()
-        # The host swallows what the context raises (a failed entry is retried), so
-        # a failed check inside an answer shows here.
-        assert receiver.stats.failed_entries == 0, "an answer failed other than to a full mailbox"
-        # It answers others, never itself: what it held was all taken or dropped.
-        assert mailbox.count(self.post.root, receiver.address) == 0
+        receiver = data.draw(st.sampled_from(self.talkers), label="session")
+        delivered = self._world("deliver", session_id=receiver.session_id)
+        entries = delivered.get("entered")
+        if not isinstance(entries, list):
+            raise SetupFailed(f"deliver answered no list of entries: {delivered}")
+        answers: list[tuple[str, str]] = []
+        for entry in entries:
+            message = entry.get("message") if isinstance(entry, dict) else None
+            sender = message.get("from") if isinstance(message, dict) else None
+            if not isinstance(message, dict) or not isinstance(sender, dict):
+                raise SetupFailed(f"deliver answered an entry that is no message: {entry!r}")
+            key = sender.get("address") or sender.get("name")
+            self.entered.append(
+                Entered(receiver.address, str(key), str(message.get("body")), self.now)
+            )
+            reply_to = message.get("replyTo")
+            if isinstance(reply_to, str):
+                answers += [(reply_to, body) for body in receiver.replies(str(message["body"]))]
+        for address, body in answers:
+            self.send_unless_full(address, body, session=receiver.session_id, cwd=receiver.cwd)
 
     @rule(ms=PAUSES)
     def time_passes(self, ms: int) -> None:
         count_step(MACHINE)
-        self.now += ms
+        self.now = integer(self._world("advance_clock", ms=ms)["now"], "the clock")
 
     @precondition(lambda self: self.entered)
     @rule(data=st.data(), window=st.sampled_from([DUPLICATE_WINDOW_MS, RATE_WINDOW_MS]))
@@ -209,15 +195,27 @@ class LoopsMachine(RuleBasedStateMachine):
         count_step(MACHINE)
         entry = data.draw(st.sampled_from(self.entered), label="since")
         edge = entry.at + window - data.draw(st.sampled_from([0, 1]), label="ms before")
-        self.now = max(self.now, edge)
+        if edge > self.now:
+            self.now = integer(self._world("set_clock", now=edge)["now"], "the clock")
 
-    def send_unless_full(self, source: Host, address: str, body: str) -> None:
+    def send_unless_full(self, address: str, body: str, *, cwd: str, **sender: Json) -> bool:
         """A send refused only because the mailbox is full: the answer is lost, the
-        message that prompted it is not."""
-        try:
-            self.send(source, address, body)
-        except Refused:
-            assert mailbox.count(self.post.root, address) == MAILBOX_CAP
+        message that prompted it is not. False when it was refused."""
+        result = self.driver.call("send", targets=[address], body=body, cwd=cwd, **sender)
+        if "failed" in result:
+            raise SetupFailed(f"send to {address}: {result}")
+        if "refused" not in result:
+            return True
+        queued = self._queued(address)
+        check(
+            queued == MAILBOX_CAP and refusal_code(result) == "mailbox_full",
+            "INV-08",
+            f"a send to {address} ({queued} queued) was refused: {result}",
+        )
+        return False
+
+    def _queued(self, address: str) -> int:
+        return integer(self._world("count", address=address)["count"], f"count of {address}")
 
     # -- the bounds -------------------------------------------------------------------
 
@@ -230,8 +228,9 @@ class LoopsMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_mailbox_holds_more_than_fifty(self) -> None:
-        for receiver in self.hosts:
-            assert mailbox.count(self.post.root, receiver.address) <= MAILBOX_CAP
+        for talker in self.talkers:
+            queued = self._queued(talker.address)
+            check(queued <= MAILBOX_CAP, "INV-08", f"{talker.address} holds {queued} letters")
 
     @invariant()
     def rate_duplicate_and_window_bounds_hold(self) -> None:
@@ -242,18 +241,24 @@ class LoopsMachine(RuleBasedStateMachine):
             for newest in range(self._checked[pair], len(stream)):
                 end = times[newest]
                 in_rate_window = [t for t in times[: newest + 1] if end - t < RATE_WINDOW_MS]
-                assert len(in_rate_window) <= RATE_LIMIT, (
-                    f"{pair}: {len(in_rate_window)} deliveries within 30 s"
+                check(
+                    len(in_rate_window) <= RATE_LIMIT,
+                    "INV-18",
+                    f"{pair}: {len(in_rate_window)} deliveries within 30 s",
                 )
                 same_body = [e.at for e in stream[:newest] if e.body == stream[newest].body]
-                assert not same_body or end - same_body[-1] >= DUPLICATE_WINDOW_MS, (
-                    f"{pair}: {stream[newest].body!r} twice within 10 s"
+                check(
+                    not same_body or end - same_body[-1] >= DUPLICATE_WINDOW_MS,
+                    "INV-18",
+                    f"{pair}: {stream[newest].body!r} twice within 10 s",
                 )
                 for first in range(newest + 1):
                     span_s = (end - times[first]) / SECOND_MS
                     bound = RATE_LIMIT * math.ceil(span_s / 30) + RATE_LIMIT
-                    assert newest - first + 1 <= bound, (
-                        f"{pair}: {newest - first + 1} deliveries in {span_s} s"
+                    check(
+                        newest - first + 1 <= bound,
+                        "INV-18",
+                        f"{pair}: {newest - first + 1} deliveries in {span_s} s",
                     )
             self._checked[pair] = len(stream)
 

@@ -1,177 +1,80 @@
-"""One address, several senders, several receivers, crashes, restarts, sweeps and a
-clock that jumps (INV-03, INV-05, INV-06, INV-07, INV-08, INV-16, INV-17).
+"""One address, several senders, a receiving session and a plain receiver, sweeps
+and a clock that jumps (SPEC 1, 3, 5): INV-03, INV-05, INV-06, INV-07, INV-08,
+INV-16, INV-17.
 
-A state machine over the real mailbox, receiving sessions (Host), registry and post
-office, in a fresh root per example. Three receivers share the address: two whose
-context keeps a ledger (it answers holds() from what entered it, as a transcript
-does) and one whose context cannot tell (holds() is None, as a command's cannot).
-There are no threads: concurrency is the interleaving of whole drains with single
-steps of a take — the claim (mailbox.claims), the take (Host.take: the decision and
-the entry, a ledger hit or a drop) and the unlink. A receiver crashes between any
-two of them, or its Host dies inside the context mid-drain, before or after the
-text went in; its claim is released without the unlink (the kernel releases the
-locks of a dead process), and it restarts as a new Host with the same context.
+Tier: must
+Operations: set_clock, advance_clock, process_stop, register, shutdown, send, take,
+deliver, peek, count, list, resolve, record, sweep.
 
-After every step each accepted message is accounted for:
+A state machine over one session's address, through the driver only (and the
+files on disk, whose names and layout are the wire contract), so a conformance
+run points it at a port with PIPOST_IMPL. Three processes send to the address
+and one floods it to the cap; letters are taken one at a time (``take``) or by
+the session's receiver (``deliver``, whose context may refuse its first entries);
+the session ends and starts again, time passes by seconds or weeks, sweeps run,
+and peek, count, list, resolve and record look.
 
-    entries + ledger hits + drops == gone + crashes after a take + held after a take
-
-where "gone" is 1 once its letter left the disk and "held after a take" is 1 while
-a receiver holds it, taken, before the unlink. Every take of a letter ends in one
-entry, ledger hit or drop, and then either the unlink (once) or a crash. At the end
-every receiver dies and one takes all that is left, so for each message
-
-    entries - 1 == crashes after a take - ledger hits - drops
-
-that is: nothing is lost (INV-05), a context with a ledger takes a message at most
-once, and the duplicates are exactly the crashes between entry and unlink that no
-ledger caught (INV-06). Drops are counted from the drop log; bodies are distinct, so
-the loop guard drops only for rate, and its reason says so. What a drain reports
-(its outcomes) is what its context saw.
+After every step each accepted message is accounted for: taken + entered +
+dropped is 0 while its letter is on disk and 1 once it is gone — gone without
+being taken is a loss (INV-05), taken twice or taken and still queued a double
+delivery (INV-06). At the end the clock moves past every retry and rate window
+and the rest is taken, so that nothing accepted is left unaccounted for. Each
+check names its invariant and judges only its own; the machine stops at the first
+violation. Crashes inside a receiver are pipost's to show (test_mailbox_crashes.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pipost import droplog, files, mailbox, registry, session
 from pipost.address import address_of
-from pipost.host import Delivery, Host
-from pipost.message import Message, Sender, new_message, parse
-from pipost.post import Post, Refused
-from pipost.reception import RECEIPTED, Action
-from pipost.resolve import Caller
-from pipost.session import Presence
-from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, deposit, tree_snapshot
+from pipost.driver import Json, Result
+from tests.helpers import NOW, tree_snapshot
+from tests.invariants import driving
 from tests.invariants.conftest import count_example, count_step
+from tests.invariants.driving import SCRATCH, integer, refusal_code, setup
+from tests.invariants.verdict import SetupFailed, check, violated
 
 MACHINE = "mailbox"
+
+
 SESSION = "machine-receiver"
 ADDRESS = address_of(SESSION)
 SENDERS = ("ann", "bob", "cy")
-LEDGERS = (True, False, True)
-"""One receiver per entry: whether its context keeps a ledger."""
-CRASH_POINTS = (
-    "between takes",
-    "after the claim",
-    "after the take",
-    "in the context, before the entry",
-    "in the context, after the entry",
-)
-PROCESS_TOKEN = "boot-1"
-WEEK_MS = 7 * DAY_MS
-
-SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-"""Where each example's root goes: a memory filesystem where there is one, as every
-flush on a disk costs milliseconds. Nothing here depends on what reaches the disk
-(that is test_power_loss.py's subject)."""
-
-
-class ReceiverDied(BaseException):
-    """The receiving process died inside its context: nothing after it runs (not an
-    Exception, so none of the Host's handlers catches it)."""
-
-    def __init__(self, entered: str | None) -> None:
-        super().__init__(entered)
-        self.entered = entered
-        """The message that went in before the death, if it did."""
-
-
-class RecordingContext:
-    """Takes every delivery and keeps the ids in order. With a ledger it answers
-    holds() from that record, and notes each time the answer spared an entry.
-    Told to, it kills its receiver on the next entry, before or after the text
-    goes in."""
-
-    def __init__(self, *, ledger: bool) -> None:
-        self.ledger = ledger
-        self.entered: list[str] = []
-        self.ledger_hits: list[str] = []
-        self.dies_on_next_entry: str | None = None
-
-    def holds(self, message_id: str) -> bool | None:
-        if not self.ledger:
-            return None
-        held = message_id in self.entered
-        if held:
-            self.ledger_hits.append(message_id)
-        return held
-
-    def enter(self, delivery: Delivery) -> bool:
-        dies, self.dies_on_next_entry = self.dies_on_next_entry, None
-        if dies == "in the context, before the entry":
-            raise ReceiverDied(None)
-        self.entered.append(delivery.message.id)
-        if dies == "in the context, after the entry":
-            raise ReceiverDied(delivery.message.id)
-        return True
-
-
-@dataclass
-class Taking:
-    """A letter a receiver claimed and has not disposed of yet."""
-
-    claim: mailbox.Claim
-    message: Message
-    taken: Action | None = None
-    """What Host.take did with it (an entry, a ledger hit, a drop); None before."""
-
-
-@dataclass
-class Receiver:
-    context: RecordingContext
-    host: Host | None = None
-    taking: Taking | None = None
+MAILBOX_CAP = 50
+SECOND_MS = 1000
+WEEK_MS = 7 * 24 * 3600 * SECOND_MS
+LATER_MS = 2 * WEEK_MS
+"""How far the clock moves before the final drain: past any retry delay and
+every loop guard window."""
 
 
 class MailboxMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         count_example(MACHINE)
-        self.base = Path(tempfile.mkdtemp(prefix="pipost-mailbox-", dir=SCRATCH))
+        self.base = Path(tempfile.mkdtemp(prefix="pipost-mailbox-", dir=SCRATCH)).resolve()
         self.root = self.base / "post"
-        self.clock = FixedClock(NOW)
-        self.processes = FakeProcessTable()
-        self.post = Post(self.root, clock=self.clock, processes=self.processes, receipt_wait=0.0)
-        self.caller = Caller(cwd=str(self.base), home=str(self.base), canonical=os.path.realpath)
-        self.receivers = [Receiver(RecordingContext(ledger=ledger)) for ledger in LEDGERS]
+        self.inbox = self.root / "inbox" / ADDRESS
+        self.driver = driving.new_driver(self.base)
+        self._world("set_clock", now=NOW)
         self.accepted: set[str] = set()
-        self.crashes_after_a_take: Counter[str] = Counter()
+        self.taken: Counter[str] = Counter()
+        """Per message id: how often take returned it, deliver entered it or dropped it."""
+        self.recorded = False
+        self.pid: int | None = None
         self.written = 0
-        self.inbox = Path(mailbox.inbox_of(self.root, ADDRESS))
         self.whole: set[tuple[str, int, int, int]] = set()
-        """Letters already read whole, by name, inode, size and mtime: a letter in
-        place is never written again, so each is parsed once unless it changes."""
-        self.locks: list[files.OpenFile] = []
-        """Every claim's locked descriptor, so that a receiver that dies inside a
-        drain can have its locks released, as the kernel would."""
-        self.patches = contextlib.ExitStack()
-        recording = self._recording_locks(files.Folder.try_lock)
-        self.patches.enter_context(mock.patch.object(files.Folder, "try_lock", recording))
-
-    def _recording_locks(
-        self, real: Callable[[files.Folder, str], files.OpenFile | None]
-    ) -> Callable[[files.Folder, str], files.OpenFile | None]:
-        def try_lock(folder: files.Folder, name: str) -> files.OpenFile | None:
-            handle = real(folder, name)
-            if handle is not None:
-                self.locks.append(handle)
-            return handle
-
-        return try_lock
+        """Letters read whole, by name, inode, size and mtime."""
 
     def teardown(self) -> None:
         try:
@@ -180,406 +83,309 @@ class MailboxMachine(RuleBasedStateMachine):
             if sys.exc_info()[1] is None:
                 self._everything_is_taken_at_the_end()
         finally:
-            for receiver in self.receivers:
-                if receiver.taking is not None:
-                    receiver.taking.claim.release()
-                if receiver.host is not None:
-                    receiver.host.stop()
-            self.patches.close()
             shutil.rmtree(self.base, ignore_errors=True)
 
-    # -- what is on disk ------------------------------------------------------------
+    def _world(self, op: str, **args: Json) -> Result:
+        return setup(self.driver.call(op, **args), op)
+
+    # -- what is on disk (SPEC 1: inbox/<address>/<id>.json) ---------------------------
 
     def _letters(self) -> list[str]:
-        return mailbox.letter_names(self.root, ADDRESS)
+        if not self.inbox.is_dir():
+            return []
+        return sorted(n for n in os.listdir(self.inbox) if n.endswith(".json") and n[0] != ".")
 
-    def _held_by_others(self, index: int) -> set[str]:
-        return {
-            receiver.taking.claim.name
-            for other, receiver in enumerate(self.receivers)
-            if other != index and receiver.taking is not None
-        }
+    def _known(self) -> bool:
+        return self.recorded or self.inbox.is_dir()
 
-    def _next_body(self, sender: str) -> str:
-        # Distinct bodies: the guard never drops a duplicate, only a sender over its rate.
-        self.written += 1
-        return f"{sender} #{self.written}"
+    # -- the session ----------------------------------------------------------------
+
+    @initialize()
+    def the_session_starts(self) -> None:
+        self._start()
+
+    @precondition(lambda self: self.pid is None)
+    @rule()
+    def the_session_starts_again(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        self.base.joinpath("work").mkdir(exist_ok=True)
+        started = self._world("register", session_id=SESSION, cwd=str(self.base / "work"))
+        record = started.get("record")
+        pid = record.get("pid") if isinstance(record, dict) else None
+        self.pid = integer(pid, "the pid of a new record")
+        self.recorded = True
+
+    @precondition(lambda self: self.pid is not None)
+    @rule()
+    def the_session_ends(self) -> None:
+        """A clean shutdown; the process exits. The record stays, offline (INV-14)."""
+        if self.pid is None:
+            raise SetupFailed("the session of the model has no pid")
+        self._world("shutdown", session_id=SESSION)
+        self._world("process_stop", pid=self.pid)
+        self.pid = None
 
     # -- senders --------------------------------------------------------------------
 
-    @rule(
-        sender=st.sampled_from(SENDERS),
-        letters=st.integers(1, 4),
-        through_post=st.booleans(),
-    )
-    def letters_arrive(self, sender: str, letters: int, through_post: bool) -> None:
-        """From one sender, through Post.send (which resolves the address first) or
-        straight into the mailbox."""
+    @rule(sender=st.sampled_from(SENDERS), letters=st.integers(1, 4))
+    def letters_arrive(self, sender: str, letters: int) -> None:
         for _ in range(letters):
-            if through_post:
-                self._send(sender)
-            else:
-                self._deposit(sender)
-
-    def _send(self, sender: str) -> None:
-        """Refused when the address is unknown (its record and mailbox swept) or its
-        mailbox is full; a refused send writes nothing (INV-08)."""
-        known = registry.read(self.root, ADDRESS) is not None or self.inbox.is_dir()
-        before = self._letters()
-        try:
-            (receipt,) = self.post.send(
-                [ADDRESS], self._next_body(sender), Sender("process", sender), self.caller
-            )
-        except Refused as refusal:
-            event("send refused")
-            assert not known or len(before) >= mailbox.CAP, refusal
-            assert self._letters() == before
-            return
-        assert known and len(before) < mailbox.CAP
-        # nothing took it (no receiver runs during a send): queued, never "delivered"
-        assert not receipt.delivered
-        assert receipt.message_id + ".json" in self._letters()
-        self.accepted.add(receipt.message_id)
+            self._send(sender)
 
     @rule()
     def senders_fill_the_mailbox(self) -> None:
         """Senders that each send once, until the mailbox refuses: at exactly 50."""
-        for _ in range(mailbox.CAP + 1):
-            if not self._deposit(f"flood-{self.written}"):
+        for _ in range(MAILBOX_CAP + 1):
+            if not self._send(f"flood-{self.written}"):
                 return
-        raise AssertionError(f"{mailbox.CAP + 1} deposits in a row and none refused")
+        violated("INV-08", f"{MAILBOX_CAP + 1} sends in a row to {ADDRESS} and none refused")
 
-    def _deposit(self, sender: str) -> bool:
-        message = new_message(
-            Sender("process", sender),
-            self._next_body(sender),
-            self.clock(),
-            nonce=f"{self.written:08x}",
+    def _send(self, sender: str) -> bool:
+        """One letter from process ``sender``; False when the send was refused."""
+        known, before = self._known(), self._letters()
+        # A snapshot only where a refusal is allowed; any other refusal is a violation.
+        snapshot = tree_snapshot(self.root) if len(before) >= MAILBOX_CAP or not known else None
+        self.written += 1  # distinct bodies: the guard drops only for rate
+        result = self.driver.call(
+            "send",
+            targets=[ADDRESS],
+            body=f"{sender} #{self.written}",
+            cwd=str(self.base),
+            label=sender,
         )
-        before = self._letters()
-        try:
-            deposit(self.root, ADDRESS, message)
-        except mailbox.MailboxFull:
-            event("deposit refused: mailbox full")
-            assert len(before) == mailbox.CAP
-            assert self._letters() == before
+        if "failed" in result:
+            raise SetupFailed(f"send to {ADDRESS}: {result}")
+        if "refused" in result:
+            event("send refused")
+            code = refusal_code(result)
+            if len(before) >= MAILBOX_CAP:
+                check(
+                    code == "mailbox_full",
+                    "INV-08",
+                    f"a send to the full mailbox was refused as {code}",
+                )
+            elif known:
+                violated("INV-08", f"a send with {len(before)} queued was refused: {result}")
+            else:  # neither record nor mailbox: pipost's SHOULD is to refuse
+                check(
+                    code == "unknown_address",
+                    "INV-13",
+                    f"a send to {ADDRESS} (neither record nor mailbox) was refused as {code}",
+                )
+            check(
+                tree_snapshot(self.root) == snapshot,
+                "INV-08",
+                f"a refused send changed the folder: {result}",
+            )
             return False
-        assert len(before) < mailbox.CAP
-        self.accepted.add(message.id)
+        check(
+            len(before) < MAILBOX_CAP,
+            "INV-08",
+            f"a send to {ADDRESS} with {len(before)} queued was accepted",
+        )
+        receipts = result.get("receipts")
+        receipt = receipts[0] if isinstance(receipts, list) and len(receipts) == 1 else None
+        message_id = receipt.get("id") if isinstance(receipt, dict) else None
+        if not isinstance(message_id, str):
+            raise SetupFailed(f"a send answered no receipt with an id: {result}")
+        check(
+            f"{message_id}.json" in self._letters(),
+            "INV-05",
+            f"the accepted message {message_id} is not in the mailbox",
+        )
+        self.accepted.add(message_id)
         return True
 
-    # -- receivers: who can do what now ----------------------------------------------
+    # -- receivers --------------------------------------------------------------------
 
-    def _stopped(self) -> list[int]:
-        return [i for i, r in enumerate(self.receivers) if r.host is None]
-
-    def _running(self) -> list[int]:
-        return [i for i, r in enumerate(self.receivers) if r.host is not None]
-
-    def _idle(self) -> list[int]:
-        """Running, between takes."""
-        return [i for i in self._running() if self.receivers[i].taking is None]
-
-    def _can_claim(self) -> list[int]:
-        """Idle, with a letter that no receiver holds."""
-        held = {r.taking.claim.name for r in self.receivers if r.taking is not None}
-        return self._idle() if set(self._letters()) - held else []
-
-    def _holding(self, *, taken: bool) -> list[int]:
-        return [
-            i
-            for i, r in enumerate(self.receivers)
-            if r.taking is not None and (r.taking.taken is not None) is taken
-        ]
-
-    def _pick(self, data: st.DataObject, indices: list[int]) -> int:
-        return data.draw(st.sampled_from(indices), label="receiver")
-
-    # -- receivers: whole drains ----------------------------------------------------
-
-    @initialize()
-    def first_receiver_starts(self) -> None:
-        self._start(0)
-
-    @precondition(lambda self: self._stopped())
-    @rule(data=st.data())
-    def receiver_starts(self, data: st.DataObject) -> None:
-        """A start, or a restart after a crash or a stop, with the same context."""
-        self._start(self._pick(data, self._stopped()))
-
-    def _start(self, index: int) -> None:
-        receiver = self.receivers[index]
-        self.processes.tokens[os.getpid()] = PROCESS_TOKEN
-        # Several receivers of one address on purpose (INV-06 between them).
-        host = Host(
-            self.post, SESSION, str(self.base), receiver.context, kernel_events=False, also=True
+    @rule()
+    def a_plain_receiver_takes_one(self) -> None:
+        """The oldest letter (INV-07), once (INV-06); nothing when there is none (INV-05)."""
+        letters = self._letters()
+        taken = self._world("take", address=ADDRESS)
+        message = taken.get("message")
+        if not letters:
+            check(message is None, "INV-06", f"take of an empty mailbox gave {taken}")
+            return
+        if not isinstance(message, dict):
+            violated("INV-05", f"take gave no message, {len(letters)} letters queued: {taken}")
+        message_id = str(message.get("id"))
+        check(
+            f"{message_id}.json" == letters[0],
+            "INV-07",
+            f"take gave {message_id}, the oldest letter is {letters[0]}",
         )
-        with self._a_drain_by(index):
-            host.start()
-        receiver.host = host
+        self.taken[message_id] += 1
 
-    @precondition(lambda self: self._idle())
-    @rule(data=st.data())
-    def receiver_drains(self, data: st.DataObject) -> None:
-        index = self._pick(data, self._idle())
-        receiver = self.receivers[index]
-        assert receiver.host is not None
-        already = len(receiver.context.entered), len(receiver.context.ledger_hits)
-        with self._a_drain_by(index):
-            outcomes = receiver.host.drain()
-        reported = Counter(outcome.action for outcome in outcomes)
-        entered = [o.message_id for o in outcomes if o.action is Action.ENTER]
-        assert entered == receiver.context.entered[already[0] :], outcomes
-        assert reported[Action.ACKNOWLEDGE] == len(receiver.context.ledger_hits) - already[1]
-
-    @contextlib.contextmanager
-    def _a_drain_by(self, index: int) -> Iterator[None]:
-        """A drain enters letters oldest first (INV-07) and takes every letter no other
-        receiver holds."""
-        context = self.receivers[index].context
-        already = len(context.entered)
-        yield
-        order = context.entered[already:]
-        assert order == sorted(set(order)), f"a drain entered {order}"
-        assert set(self._letters()) <= self._held_by_others(index)
-
-    # -- receivers: one step of a take at a time ------------------------------------
-
-    @precondition(lambda self: self._can_claim())
-    @rule(data=st.data())
-    def receiver_claims(self, data: st.DataObject) -> None:
-        """Claims the oldest letter nobody holds (INV-06, INV-07)."""
-        self._claim(self._pick(data, self._can_claim()))
-
-    def _claim(self, index: int) -> None:
-        receiver = self.receivers[index]
-        free = [name for name in self._letters() if name not in self._held_by_others(index)]
-        claim = next(mailbox.claims(self.root, ADDRESS), None)  # the oldest one free
-        assert claim is not None, "no letter could be claimed"
-        assert claim.name == free[0]
-        assert isinstance(claim.content, Message), claim.content
-        receiver.taking = Taking(claim, claim.content)
-
-    @precondition(lambda self: self._holding(taken=False))
-    @rule(data=st.data())
-    def receiver_takes(self, data: st.DataObject) -> None:
-        """The receiver's Host takes the letter it claimed: enters it, or, when its
-        ledger holds it, only acknowledges it, or drops it over the rate."""
-        self._take(self._pick(data, self._holding(taken=False)))
-
-    def _take(self, index: int) -> None:
-        receiver = self.receivers[index]
-        assert receiver.host is not None and receiver.taking is not None
-        outcome = receiver.host.take(receiver.taking.claim)
-        assert outcome.action in RECEIPTED, outcome  # the claim is held for the unlink
-        assert outcome.message_id == receiver.taking.message.id
-        receiver.taking.taken = outcome.action
-
-    @precondition(lambda self: self._holding(taken=True))
-    @rule(data=st.data())
-    def receiver_disposes(self, data: st.DataObject) -> None:
-        receiver = self.receivers[self._pick(data, self._holding(taken=True))]
-        assert receiver.taking is not None
-        receiver.taking.claim.dispose()
-        receiver.taking = None
-
-    @precondition(lambda self: self._running())
-    @rule(data=st.data(), where=st.sampled_from(CRASH_POINTS))
-    def receiver_crashes(self, data: st.DataObject, where: str) -> None:
-        """Dies wherever it is (between takes, or holding its claim). An idle receiver
-        with a letter to take may first run a take up to the crash point: its own steps
-        (claim, take) back to back, or the Host's drain dying inside the context —
-        so that the crash between entry and unlink, the one window for a duplicate,
-        comes up often."""
-        index = self._pick(data, self._running())
-        if index not in self._can_claim() or where == "between takes":
-            self._crash(index)
-        elif where in ("after the claim", "after the take"):
-            self._claim(index)
-            if where == "after the take":
-                self._take(index)
-            self._crash(index)
-        else:
-            self._die_inside_the_context(index, where)
-
-    def _die_inside_the_context(self, index: int, where: str) -> None:
-        receiver = self.receivers[index]
-        assert receiver.host is not None
-        receiver.context.dies_on_next_entry = where
-        locks = len(self.locks)
-        already = len(receiver.context.entered)
-        try:
-            receiver.host.drain()
-        except ReceiverDied as death:
-            for handle in self.locks[locks:]:
-                handle.close()  # the kernel releases a dead process's locks
-            if death.entered is not None:
-                self.crashes_after_a_take[death.entered] += 1
-                event("crash between entry and unlink")
-            self._crash(index)
-        else:  # every letter was a ledger hit or a drop: nothing entered, nobody died
-            receiver.context.dies_on_next_entry = None
-            assert set(self._letters()) <= self._held_by_others(index)
-        order = receiver.context.entered[already:]
-        assert order == sorted(set(order)), f"a drain entered {order}"
-
-    def _crash(self, index: int) -> None:
-        receiver = self.receivers[index]
-        if receiver.taking is not None:
-            if receiver.taking.taken is not None:
-                self.crashes_after_a_take[receiver.taking.message.id] += 1
-            if receiver.taking.taken is Action.ENTER:
-                event("crash between entry and unlink")
-            receiver.taking.claim.release()
-            receiver.taking = None
-        if receiver.host is not None and receiver.host._watch is not None:
-            receiver.host._watch.close()  # the kernel closes a dead process's descriptors
-        if receiver.host is not None and receiver.host._listening is not None:
-            receiver.host._listening.close()  # and drops its place among the listeners
-        receiver.host = None
-        self._process_table_follows_the_receivers()
-
-    @precondition(lambda self: self._idle())
-    @rule(data=st.data())
-    def receiver_stops(self, data: st.DataObject) -> None:
-        """A clean shutdown between takes: the record stays, offline (INV-14)."""
-        receiver = self.receivers[self._pick(data, self._idle())]
-        assert receiver.host is not None
-        receiver.host.stop()
-        receiver.host = None
-        self._process_table_follows_the_receivers()
-
-    def _process_table_follows_the_receivers(self) -> None:
-        """The receivers share this test's pid: it exists while any of them runs."""
-        if any(receiver.host is not None for receiver in self.receivers):
-            self.processes.tokens[os.getpid()] = PROCESS_TOKEN
-        else:
-            self.processes.tokens.clear()
+    @rule(fail=st.integers(0, 2))
+    def the_session_takes_its_mail(self, fail: int) -> None:
+        """Its receiver delivers oldest first; a context that refuses an entry keeps
+        the letter for later."""
+        letters = self._letters()
+        delivered = self._world("deliver", session_id=SESSION, fail=fail)
+        entered = [_entered_id(entry) for entry in _list(delivered, "entered")]
+        dropped = [
+            str(entry.get("name")).removesuffix(".json")
+            for entry in _list(delivered, "dropped")
+            if isinstance(entry, dict)
+        ]
+        check(
+            entered == sorted(entered),
+            "INV-07",
+            f"a deliver entered {entered}, not oldest first",
+        )
+        for message_id in entered + dropped:
+            check(
+                f"{message_id}.json" in letters,
+                "INV-06",
+                f"a deliver took {message_id}, which was not queued",
+            )
+            self.taken[message_id] += 1
+        if dropped:
+            event("the loop guard dropped a message")
 
     # -- time, sweeps, reading ------------------------------------------------------
 
-    @rule(
-        ms=st.one_of(st.integers(0, 60_000), st.integers(WEEK_MS, 2 * WEEK_MS)),
-        heartbeat=st.booleans(),
-    )
-    def time_passes(self, ms: int, heartbeat: bool) -> None:
-        """Seconds, or past the 7 days after which an offline record may be swept;
-        then perhaps a running receiver's heartbeat."""
-        self.clock.now += ms
-        running = [r.host for r in self.receivers if r.host is not None]
-        if heartbeat and running:
-            running[0].beat()
+    @rule(ms=st.one_of(st.integers(0, 60 * SECOND_MS), st.integers(WEEK_MS, 2 * WEEK_MS)))
+    def time_passes(self, ms: int) -> None:
+        """Seconds, or past the 7 days after which an offline record may be swept."""
+        self._world("advance_clock", ms=ms)
 
     @rule()
     def sweep(self) -> None:
         """Messages outrank tidiness (INV-17): a mailbox that holds mail and the record
-        of its session stay; what goes was allowed to go."""
+        of its session stay."""
         letters = self._letters()
-        record = registry.read(self.root, ADDRESS)
-        state = None if record is None else session.presence(record, self.clock(), self.processes)
-        report = self.post.sweep()
+        record = self._world("record", address=ADDRESS).get("record")
+        report = self._world("sweep")
         if letters:
-            assert self._letters() == letters
-            assert report.mailboxes_removed == ()
+            check(
+                self._letters() == letters,
+                "INV-17",
+                f"a sweep changed a mailbox that holds mail: {report}",
+            )
+            check(
+                ADDRESS not in _list(report, "mailboxes_removed"),
+                "INV-17",
+                f"a sweep removed a mailbox that holds mail: {report}",
+            )
             if record is not None:
-                assert registry.read(self.root, ADDRESS) == record
-        if report.records_removed:
+                check(
+                    ADDRESS not in _list(report, "records_removed"),
+                    "INV-17",
+                    f"a sweep removed the record of a session with mail: {report}",
+                )
+        if ADDRESS in _list(report, "records_removed"):
             event("sweep removed the record")
-            assert record is not None and not letters
-            assert state is Presence.OFFLINE
-            assert self.clock() - record.last_seen > session.SWEEP_AFTER_MS
-        if report.mailboxes_removed:
-            event("sweep removed the mailbox")
-            assert not letters and registry.read(self.root, ADDRESS) is None
+            self.recorded = False
 
     @rule()
     def look(self) -> None:
-        """Peek, count, list and resolve change nothing on disk (INV-16)."""
+        """Peek, count, list, resolve and record change nothing on disk (INV-16), and
+        say what is there."""
         before = tree_snapshot(self.root)
-        letters = self.post.peek(ADDRESS)
-        queued = mailbox.count(self.root, ADDRESS)
-        sessions = self.post.sessions()
-        try:
-            self.post.resolve(SESSION, self.caller)
-        except Refused:
-            assert sessions == []
-        assert tree_snapshot(self.root) == before
-        assert [letter.name for letter in letters] == self._letters()
-        assert queued == len(letters)
-        assert all(isinstance(letter.content, Message) for letter in letters)
+        letters = _list(self._world("peek", address=ADDRESS), "letters")
+        queued = self._world("count", address=ADDRESS)["count"]
+        self._world("list", all=True)
+        self.driver.call("resolve", handle=SESSION, cwd=str(self.base))
+        self._world("record", address=ADDRESS)
+        check(tree_snapshot(self.root) == before, "INV-16", "looking changed the folder")
+        names = [str(letter.get("name")) for letter in letters if isinstance(letter, dict)]
+        check(
+            names == self._letters(),
+            "INV-16",
+            f"peek shows {names}, the mailbox holds {self._letters()}",
+        )
+        check(queued == len(names), "INV-16", f"count says {queued}, peek shows {len(names)}")
 
     # -- after every step -------------------------------------------------------------
 
     @invariant()
-    def letters_are_whole_and_at_most_fifty(self) -> None:
-        """INV-03: every letter parses whole, and no deposit left a temporary file;
-        INV-08: never more than 50."""
+    def at_most_fifty(self) -> None:
         count_step(MACHINE)
-        names = _names(self.inbox)
-        letters = [name for name in names if name.endswith(".json")]
-        assert len(letters) <= mailbox.CAP
-        for name in letters:
-            info = os.stat(self.inbox / name)
-            seen = (name, info.st_ino, info.st_size, info.st_mtime_ns)
-            if seen not in self.whole:
-                parsed = parse((self.inbox / name).read_bytes(), name)
-                assert isinstance(parsed, Message), f"{name}: {parsed}"
-                assert parsed.id in self.accepted
-                self.whole.add(seen)
-        registry_names = _names(Path(registry.registry_dir(self.root)))
-        assert [name for name in names + registry_names if name.endswith(".tmp")] == []
+        letters = self._letters()
+        check(len(letters) <= MAILBOX_CAP, "INV-08", f"{len(letters)} letters queued")
 
     @invariant()
-    def every_message_is_accounted_for(self) -> None:
-        self._account(on_disk=set(self._letters()))
-
-    def _account(self, on_disk: set[str]) -> None:
-        contexts = [receiver.context for receiver in self.receivers]
-        for context in contexts:
-            if context.ledger:
-                assert len(context.entered) == len(set(context.entered)), "a ledger re-entered"
-        entries = Counter(i for context in contexts for i in context.entered)
-        ledger_hits = Counter(i for context in contexts for i in context.ledger_hits)
-        logged = list(droplog.read(self.root))
-        assert all(drop.reason.startswith("rate:") for drop in logged), logged
-        drops = Counter(drop.letter.removesuffix(".json") for drop in logged)
-        assert set(entries) | set(drops) <= self.accepted
-        held_after_a_take = Counter(
-            receiver.taking.message.id
-            for receiver in self.receivers
-            if receiver.taking is not None and receiver.taking.taken is not None
+    def letters_are_whole(self) -> None:
+        """What a reader finds is a whole message that was accepted, and no deposit
+        left its letter in flight (``<id>.json.tmp``) behind. A letter in place is
+        never written again, so letters already read whole are not read again."""
+        seen = {(name, *_identity(self.inbox / name)) for name in self._letters()}
+        if not seen <= self.whole:
+            for letter in _list(self._world("peek", address=ADDRESS), "letters"):
+                message = letter.get("message") if isinstance(letter, dict) else None
+                if not isinstance(message, dict):
+                    violated("INV-03", f"a reader found {letter!r}")
+                check(
+                    message.get("id") in self.accepted,
+                    "INV-03",
+                    f"a reader found {message.get('id')}, never accepted",
+                )
+            self.whole |= seen
+        in_flight = (
+            [n for n in os.listdir(self.inbox) if n.endswith(".tmp")]
+            if (self.inbox.is_dir())
+            else []
         )
+        check(in_flight == [], "INV-03", f"letters left in flight: {in_flight}")
+
+    @invariant()
+    def nothing_is_lost(self) -> None:
+        on_disk = set(self._letters())
         for message_id in self.accepted:
-            gone = message_id + ".json" not in on_disk
-            taken = entries[message_id] + ledger_hits[message_id] + drops[message_id]
-            assert taken == (
-                gone + self.crashes_after_a_take[message_id] + held_after_a_take[message_id]
-            ), (
-                f"{message_id}: {entries[message_id]} entries, {ledger_hits[message_id]} "
-                f"ledger hits, {drops[message_id]} drops, gone={gone}, "
-                f"{self.crashes_after_a_take[message_id]} crashes after a take"
+            if f"{message_id}.json" not in on_disk:
+                check(
+                    self.taken[message_id] >= 1,
+                    "INV-05",
+                    f"{message_id} left the mailbox and was neither taken, entered nor dropped",
+                )
+
+    @invariant()
+    def nothing_is_taken_twice(self) -> None:
+        on_disk = set(self._letters())
+        for message_id, times in self.taken.items():
+            check(times <= 1, "INV-06", f"{message_id} was taken {times} times")
+            check(
+                f"{message_id}.json" not in on_disk,
+                "INV-06",
+                f"{message_id} was taken and is still queued",
             )
-            if gone:  # INV-05: it left the disk only after it entered or was dropped
-                assert entries[message_id] + drops[message_id] >= 1
-        if sum(entries.values()) > len(entries):
-            event("a message entered twice (after a crash between entry and unlink)")
-        if drops:
-            event("the loop guard dropped a message")
 
     def _everything_is_taken_at_the_end(self) -> None:
-        """Every receiver dies; the first restarts and takes all that is left. Then
-        every accepted message entered a context or was dropped with its reason."""
-        for index, receiver in enumerate(self.receivers):
-            if receiver.host is not None:
-                self._crash(index)
-        self._start(0)
-        assert self._letters() == []
-        self._account(on_disk=set())
+        """Past every retry delay and rate window, the plain receiver takes what is
+        left; then every accepted message was taken, entered or dropped once."""
+        self._world("advance_clock", ms=LATER_MS)
+        for _ in range(MAILBOX_CAP + 1):
+            if not self._letters():
+                break
+            self.a_plain_receiver_takes_one()
+            self.nothing_is_taken_twice()  # as after any take: a letter left is INV-06's
+        check(self._letters() == [], "INV-05", f"letters left after the end: {self._letters()}")
+        self.nothing_is_lost()
+        self.nothing_is_taken_twice()
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    info = os.stat(path)
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _entered_id(entry: Json) -> str:
+    message = entry.get("message") if isinstance(entry, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("id"), str):
+        raise SetupFailed(f"deliver answered an entry that is no message: {entry!r}")
+    return str(message["id"])
+
+
+def _list(result: Result, key: str) -> list[Json]:
+    value = result.get(key)
+    if not isinstance(value, list):
+        raise SetupFailed(f"{key} is not a list: {result}")
+    return value
 
 
 TestMailboxMachine = MailboxMachine.TestCase
 TestMailboxMachine.settings = settings(stateful_step_count=30)
-
-
-def _names(folder: Path) -> list[str]:
-    return sorted(os.listdir(folder)) if folder.is_dir() else []

@@ -1,5 +1,7 @@
 """Power loss at every point (INV-03, INV-04): a deposit that returned is on disk whole,
-and no reader can ever find half a message, whatever was cut.
+and no reader can ever find half a message, whatever was cut. On pipost alone, not a
+check of a port: it records pipost's own writes and flushes, which no driver operation
+can show.
 
 A state machine drives the real mailbox, receiving session, registry and sweep over
 a recording layer (tests/invariants/fsmodel.py); after every step, each new cut of
