@@ -5,7 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
-import { addressOf, defaultName, parseLetter, plain, reason } from "./lib/wire.mjs";
+import { addressOf, defaultName, encodeEscaped, parseLetter, plain, reason } from "./lib/wire.mjs";
 import { Failed, Refused } from "./lib/disk.mjs";
 import { checkedAddress } from "./lib/mailbox.mjs";
 import { PostOffice, canonical } from "./lib/post.mjs";
@@ -64,22 +64,6 @@ function checkArgs(op, args) {
     }
     if (!TYPES[type.replace("?", "")](args[key])) throw new Misuse(`${op}: ${key} must be of type ${type.replace("?", "")}`);
   }
-}
-
-// Text that travels with lone surrogates stands for bytes that are not UTF-8
-// (U+DC80..U+DCFF for the bytes 0x80..0xFF, as Python's surrogateescape spells them).
-function bytesOf(text) {
-  const parts = [];
-  let run = "";
-  for (const ch of text) {
-    const code = ch.codePointAt(0);
-    if (code >= 0xdc80 && code <= 0xdcff) {
-      parts.push(Buffer.from(run, "utf8"), Buffer.from([code - 0xdc00]));
-      run = "";
-    } else run += ch;
-  }
-  parts.push(Buffer.from(run, "utf8"));
-  return Buffer.concat(parts);
 }
 
 class World {
@@ -253,7 +237,7 @@ class World {
         return { address: addressOf(a.session_id) };
       case "parse": {
         if ((a.text === undefined) === (a.raw_base64 === undefined)) throw new Misuse("parse takes text or raw_base64, one of them");
-        const bytes = a.text !== undefined ? bytesOf(a.text) : Buffer.from(a.raw_base64, "base64");
+        const bytes = a.text !== undefined ? encodeEscaped(a.text) : Buffer.from(a.raw_base64, "base64");
         const parsed = parseLetter(bytes, a.file_name);
         return parsed.message ? { message: parsed.message } : { rejected: parsed.rejected };
       }

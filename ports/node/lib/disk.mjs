@@ -10,7 +10,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { reason } from "./wire.mjs";
+import { decodeEscaped, encodeEscaped, reason } from "./wire.mjs";
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fs.constants;
 
@@ -48,7 +48,7 @@ export class Folder {
     if (create) {
       try {
         fs.mkdirSync(where, { mode: 0o700 });
-        flushFolder(parent, path.dirname(where)); // a new folder is flushed into its parent
+        flushFolder(parent, where); // a new folder is flushed into its parent
       } catch (e) {
         if (e.code !== "EEXIST") throw Object.assign(failed(`cannot make ${shown}: ${e.code}`), { errno: e.code });
       }
@@ -80,8 +80,9 @@ export class Folder {
     return Folder.open(root, root, { create });
   }
 
+  // The path of a name below this folder, as bytes (a name need not be UTF-8).
   at(name) {
-    return `/proc/self/fd/${this.fd}/${name}`;
+    return Buffer.concat([Buffer.from(`/proc/self/fd/${this.fd}/`), encodeEscaped(name)]);
   }
 
   child(name, options = {}) {
@@ -90,7 +91,7 @@ export class Folder {
 
   names() {
     try {
-      return fs.readdirSync(`/proc/self/fd/${this.fd}`);
+      return fs.readdirSync(`/proc/self/fd/${this.fd}`, { encoding: "buffer" }).map(decodeEscaped);
     } catch (e) {
       throw failed(`cannot list ${this.shown}: ${e.code}`);
     }
@@ -183,9 +184,9 @@ export class Folder {
   }
 }
 
-function flushFolder(folder, where) {
-  if (folder) return folder.fsync();
-  const fd = fs.openSync(where, O_RDONLY | O_DIRECTORY);
+function flushFolder(parent, made) {
+  if (parent) return parent.fsync();
+  const fd = fs.openSync(path.dirname(made), O_RDONLY | O_DIRECTORY);
   try {
     fs.fsyncSync(fd);
   } finally {

@@ -79,7 +79,10 @@ export class PostOffice {
     this.checkRoot();
     if (isAddress(handle)) {
       const record = this.registry.read(handle);
-      // pi-post 0.7's rule: an address is always reachable; its mailbox may come first.
+      // pi-post 0.7 would make the mailbox; mail for an address nobody had would wait for ever.
+      if (!record && !this.mailboxes.exists(handle)) {
+        throw new Refused(reason("unknown_address", `${handle} is no session's: it has neither a record nor a mailbox`, { address: handle }));
+      }
       return this.session(handle, record);
     }
     const sessions = this.sessions();

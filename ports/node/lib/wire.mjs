@@ -190,6 +190,39 @@ export function decodeUtf8(bytes) {
   }
 }
 
+// File names are bytes. Those that are not UTF-8 travel as Python's surrogateescape
+// spells them: each byte that is no part of a UTF-8 character as U+DC80..U+DCFF.
+export function decodeEscaped(bytes) {
+  let out = "";
+  for (let at = 0; at < bytes.length; ) {
+    const lead = bytes[at];
+    const size = lead < 0x80 ? 1 : lead >= 0xc2 && lead < 0xe0 ? 2 : lead >= 0xe0 && lead < 0xf0 ? 3 : lead >= 0xf0 && lead < 0xf5 ? 4 : 0;
+    const whole = size > 0 && decodeUtf8(bytes.subarray(at, at + size));
+    if (whole && whole.length && !whole.includes("\ufffd")) {
+      out += whole;
+      at += size;
+    } else {
+      out += String.fromCharCode(0xdc00 + lead);
+      at += 1;
+    }
+  }
+  return out;
+}
+
+export function encodeEscaped(text) {
+  const parts = [];
+  let run = "";
+  for (const ch of text) {
+    const code = ch.codePointAt(0);
+    if (code >= 0xdc80 && code <= 0xdcff) {
+      parts.push(Buffer.from(run, "utf8"), Buffer.from([code - 0xdc00]));
+      run = "";
+    } else run += ch;
+  }
+  parts.push(Buffer.from(run, "utf8"));
+  return Buffer.concat(parts);
+}
+
 export const isWellFormed = (text) => !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text);
 export const utf8Length = (text) => Buffer.byteLength(text, "utf8");
 const isInteger = (v) => typeof v === "number" && Number.isInteger(v);
