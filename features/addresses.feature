@@ -4,7 +4,7 @@ Feature: Addresses belong to conversations
   every process and every restart derives the same one. Only sessions have
   addresses: a directory is a query that finds the session running in it.
 
-  @INV-01 @INV-21
+  @INV-01 @INV-21 @must
   Scenario Outline: the address of a session id is the one the reference computed
     When I ask for the address of session id "<session id>"
     Then the address is "<address>"
@@ -19,35 +19,36 @@ Feature: Addresses belong to conversations
       | x/../y                               | s-a58084afae0f |
       | A                                    | s-e9f0d402690d |
 
-  @INV-01 @INV-21
+  @INV-01 @INV-21 @must
   Scenario: every vector in the reference's file, control characters included
     Then every vector the reference computed gives its address
 
-  @INV-01 @INV-14
+  @INV-01 @INV-14 @must
   Scenario: a conversation resumed elsewhere keeps its address and its mail
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     And I sent "while you were away" to "alice"
     And "alice" shuts down
     And the process of "alice" exits
-    When "alice" starts again in "/home/dev/elsewhere"
+    When "alice" starts again in "{scratch}/home/dev/elsewhere"
     Then "alice" has the address it had before
     And "alice" is live
     And the mailbox of "alice" holds 1 message
 
-  @INV-02
+  @INV-02 @must
   Scenario: a directory names whichever session runs in it now
-    Given an offline session "first" in "/home/dev/project" last seen 2 hours ago
-    And a live session "second" in "/home/dev/project"
-    When I send "hello" to "/home/dev/project"
+    Given an offline session "first" in "{scratch}/home/dev/project" last seen 2 hours ago
+    And a live session "second" in "{scratch}/home/dev/project"
+    When I send "hello" to "{scratch}/home/dev/project"
     Then the send is queued for "second"
     And the mailbox of "first" holds 0 messages
     And every mailbox folder is named by a session address
 
-  @INV-02 @INV-12
+  @INV-02 @INV-12 @must
   Scenario: a directory with no session in it is refused, never made into a mailbox
-    Given a live session "alice" in "/home/dev/alice"
-    When I send "hello" to "/home/dev/nobody-here"
-    Then the send is refused as "unknown_target" with handle "/home/dev/nobody-here" and path "/home/dev/nobody-here"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
+    And a directory "{scratch}/home/dev/nobody-here"
+    When I send "hello" to "{scratch}/home/dev/nobody-here"
+    Then the send is refused as "unknown_target" with handle "{scratch}/home/dev/nobody-here" and path "{scratch}/home/dev/nobody-here"
     And nothing was written
 
   @INV-02 @INV-12 @should
@@ -56,7 +57,7 @@ Feature: Addresses belong to conversations
     Then the send is refused as "unknown_address" with address "s-0123456789ab"
     And nothing was written
 
-  @INV-02 @INV-21
+  @INV-02 @INV-21 @must
   Scenario: an address whose mailbox exists is reachable without a record
     Given an empty mailbox folder for "s-0123456789ab"
     When I send "left for you" to "s-0123456789ab"

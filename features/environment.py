@@ -11,6 +11,9 @@ What runs the scenarios is chosen with behave's userdata:
     -D impl="<command>"   the driver scenarios talk to <command> over JSON lines
     -D cli="<command>"    the @cli scenarios run <command> (a CLI as in SPEC 8)
     -D skip_log=<file>    one JSON line per skipped scenario, with the reason
+    -D validate=1         check every request and answer against the protocol's
+                          schema (or PIPOST_VALIDATE=1, as tools/conformance.py sets)
+    -D timeout=<seconds>  how long a call to impl may take (or PIPOST_TIMEOUT; 60)
 
 With impl and not cli, the @cli scenarios are skipped; with cli and not impl,
 everything else is (a CLI-only implementation). With cli, the @cli scenarios
@@ -39,7 +42,7 @@ from behave.model import Scenario
 from behave.runner import Context
 from behave.step_registry import StepRegistry
 
-from pipost.driver import Driver, InProcessDriver, SubprocessDriver
+from pipost.driver import Driver, SubprocessDriver, open_driver
 
 STEPS = Path(__file__).parent / "steps"
 # Steps share the test suite's helpers (tests/helpers.py) rather than copies of them.
@@ -158,9 +161,11 @@ class Implementation:
 def _implementation(userdata: dict[str, str]) -> Implementation:
     impl, cli = userdata.get("impl"), userdata.get("cli")
     skip_log = Path(userdata["skip_log"]) if userdata.get("skip_log") else None
+    validate = (userdata.get("validate") or os.environ.get("PIPOST_VALIDATE")) == "1"
+    timeout_s = float(userdata.get("timeout") or os.environ.get("PIPOST_TIMEOUT") or 60)
     if not impl:
         return Implementation(
-            open_driver=lambda root, home: InProcessDriver(root, home=home),
+            open_driver=lambda root, home: open_driver(root, home=home, validate=validate),
             cli=shlex.split(cli) if cli else None,
             run_cli=True,
             external=None,
@@ -168,7 +173,7 @@ def _implementation(userdata: dict[str, str]) -> Implementation:
             cli_only=bool(cli),
             skip_log=skip_log,
         )
-    external = SubprocessDriver(impl)
+    external = SubprocessDriver(impl, timeout_s=timeout_s, validate=validate)
     probe = Path(tempfile.mkdtemp(prefix="pipost-capabilities-"))
     try:
         external.open(probe / "post", home=str(probe))

@@ -3,11 +3,11 @@ Feature: Wire compatibility with pi-post 0.7, both directions
   would read: the golden files in tests/fixtures/interop are real output of
   the reference, and the registry its transcripts were made with.
 
-  @INV-21
+  @INV-21 @must
   Scenario: every message file the reference wrote parses to exactly its content
     Then every message file the reference wrote parses, its id matching its file name
 
-  @INV-21 @INV-07
+  @INV-21 @INV-07 @must
   Scenario Outline: mail the reference queued for <address> is drained oldest first, as written
     Given the message files the reference wrote are in their mailboxes
     When "<address>" takes every message
@@ -20,10 +20,10 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | s-6bb4b1bc7f53 |
       | s-52c78af935a3 |
 
-  @INV-21
+  @INV-21 @must
   Scenario Outline: pipost writes the bytes the reference wrote: "<body>" to <target>
     Given the registry the reference's transcripts were made with, its live session running
-    And I am working in "/home/dev/gtm"
+    And I am working in "{scratch}/home/dev/gtm"
     And the clock reads <sent at>
     When I send "<body>" to "<target>" with the reply address "<reply to>"
     Then the letter pipost wrote to "<address>" is the reference's "<file>" but for its random part
@@ -34,15 +34,15 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | cache-fix    | ping                               | s-52c78af935a3 | 1796078535542 | s-d51010b8f7a1 | s-d51010b8f7a1--1796078535542-42015a25.json              |
       | gtm-summoner | are you there?                     | none           | 1796078536114 | s-52c78af935a3 | s-52c78af935a3--1796078536114-ab36f83c.json              |
 
-  @INV-21 @INV-09
+  @INV-21 @INV-09 @must
   Scenario: pipost writes the reference's letter of exactly 32768 bytes of "é"
     Given the registry the reference's transcripts were made with, its live session running
-    And I am working in "/home/dev/gtm"
+    And I am working in "{scratch}/home/dev/gtm"
     And the clock reads 1796078535934
     When I send a body of 16384 "é" characters to "cache-fix"
     Then the letter pipost wrote to "s-d51010b8f7a1" is the reference's "s-d51010b8f7a1--1796078535934-7739307a.json" but for its random part
 
-  @INV-21 @INV-15
+  @INV-21 @INV-15 @must
   Scenario: sessions the reference registered are listed as the reference listed them
     Given the registry the reference's transcripts were made with, its live session running
     When I list the sessions
@@ -54,10 +54,10 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | cache-fix-d510 | offline  |
     And 2 sessions are hidden
 
-  @INV-21 @INV-15
+  @INV-21 @INV-15 @must
   Scenario: with --all, every session the reference registered is listed, queued mail counted
     Given the registry the reference's transcripts were made with, its live session running
-    And I am working in "/home/dev/gtm"
+    And I am working in "{scratch}/home/dev/gtm"
     And I sent "main moved; rebase before you push" to "dashboard"
     And I sent "gate green" to "dashboard"
     When I list all sessions
@@ -70,10 +70,10 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | dashboard      | offline  | 2      |
       | old-idea       | offline  | 0      |
 
-  @INV-21 @INV-13
+  @INV-21 @INV-13 @must
   Scenario Outline: "<handle>" resolves as the reference resolved it
     Given the registry the reference's transcripts were made with, its live session running
-    And I am working in "/home/dev/gtm"
+    And I am working in "{scratch}/home/dev/gtm"
     When I resolve "<handle>"
     Then it resolves to the session named "<name>"
 
@@ -82,15 +82,16 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | gtm-summoner                         | gtm-summoner   |
       | cache-fix-d510                       | cache-fix-d510 |
       | cache-fix                            | cache-fix-d510 |
-      | /home/dev/gtm                        | gtm-summoner   |
+      | {scratch}/home/dev/gtm                        | gtm-summoner   |
       | .                                    | gtm-summoner   |
       | 019a3f30-1111-7222-8333-444455556666 | dashboard      |
       | 019a3f30                             | dashboard      |
 
-  @INV-21 @INV-12
+  @INV-21 @INV-12 @must
   Scenario Outline: "<handle>" is refused as the reference refused it
     Given the registry the reference's transcripts were made with, its live session running
-    And I am working in "/home/dev/gtm"
+    And I am working in "{scratch}/home/dev/gtm"
+    And a directory "{scratch}/home/dev/elsewhere"
     When I resolve "<handle>"
     Then it is refused as "<code>" with handle "<handle>"<facts>
 
@@ -98,13 +99,13 @@ Feature: Wire compatibility with pi-post 0.7, both directions
       | handle              | code             | facts                                                  |
       | 019a3f3             | unknown_target   |                                                        |
       | nobody              | unknown_target   |                                                        |
-      | /home/dev/elsewhere | unknown_target   | and path "/home/dev/elsewhere"                         |
-      | /home/dev/shared    | ambiguous_target | and candidates "s-1cd883c34fbb" and "s-747efe845211"   |
-      | /home/dev/old       | ambiguous_target | and candidates "s-6bb4b1bc7f53" and "s-f5e9b8d9f56c"   |
+      | {scratch}/home/dev/elsewhere | unknown_target   | and path "{scratch}/home/dev/elsewhere"                         |
+      | {scratch}/home/dev/shared    | ambiguous_target | and candidates "s-1cd883c34fbb" and "s-747efe845211"   |
+      | {scratch}/home/dev/old       | ambiguous_target | and candidates "s-6bb4b1bc7f53" and "s-f5e9b8d9f56c"   |
 
-  @INV-21 @INV-12
+  @INV-21 @INV-12 @must
   Scenario: a fan-out whose handles name one session twice deposits once per session, as the reference did
     Given the registry the reference's transcripts were made with, its live session running
-    And I am working in "/home/dev/gtm"
-    When I send "fan-out" to "cache-fix", "dashboard" and "/home/dev/cache-fix"
+    And I am working in "{scratch}/home/dev/gtm"
+    When I send "fan-out" to "cache-fix", "dashboard" and "{scratch}/home/dev/cache-fix"
     Then the send is queued for "s-d51010b8f7a1" and "s-6bb4b1bc7f53"

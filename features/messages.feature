@@ -4,10 +4,10 @@ Feature: Messages on the wire
   hex characters, so ids sort by time. A body is at most 32768 bytes of UTF-8.
 
   Background:
-    Given a live session "bob" in "/home/dev/bob"
-    And I am working in "/home/dev/tester"
+    Given a live session "bob" in "{scratch}/home/dev/bob"
+    And I am working in "{scratch}/home/dev/tester"
 
-  @INV-21 @INV-03
+  @INV-21 @INV-03 @must
   Scenario: a message pipost writes is read back exactly
     Given the clock reads 1796078534364
     When I send this to "bob":
@@ -23,33 +23,33 @@ Feature: Messages on the wire
     And the file of the message in the mailbox of "bob" parses to the same message
     And "bob" receives exactly the text I sent
 
-  @INV-21
+  @INV-21 @must
   Scenario: a process has no inbox, so its message carries no address to reply to
     When I send "status?" to "bob"
-    Then the message "bob" receives comes from the process "process:tester" in "/home/dev/tester"
+    Then the message "bob" receives comes from the process "process:tester" in "{scratch}/home/dev/tester"
     And it has neither a sender address nor a reply address
 
-  @INV-21
+  @INV-21 @must
   Scenario: a process may name itself
     When I send "gate green" to "bob" as "golem:gtmeng-2573"
-    Then the message "bob" receives comes from the process "golem:gtmeng-2573" in "/home/dev/tester"
+    Then the message "bob" receives comes from the process "golem:gtmeng-2573" in "{scratch}/home/dev/tester"
     And it has neither a sender address nor a reply address
 
-  @INV-21
+  @INV-21 @must
   Scenario: a session signs with its address, and replies go there unless it says otherwise
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     When "alice" sends "review done?" to "bob"
-    Then the message "bob" receives comes from the session "alice" in "/home/dev/alice"
+    Then the message "bob" receives comes from the session "alice" in "{scratch}/home/dev/alice"
     And its sender address and reply address are those of "alice"
 
-  @INV-21
+  @INV-21 @must
   Scenario: a session may send with no reply address
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     When "alice" sends "fyi, no answer needed" to "bob" with no reply address
-    Then the message "bob" receives comes from the session "alice" in "/home/dev/alice"
+    Then the message "bob" receives comes from the session "alice" in "{scratch}/home/dev/alice"
     And its sender address is that of "alice" and it has no reply address
 
-  @INV-09
+  @INV-09 @must
   Scenario Outline: a body of up to 32768 bytes of UTF-8 is sent whole (<count> × <character>)
     When I send a body of <count> "<character>" characters to "bob"
     Then the send is queued for "bob"
@@ -61,7 +61,7 @@ Feature: Messages on the wire
       | 16384 | é         |
       | 8192  | 😀        |
 
-  @INV-07 @INV-21
+  @INV-07 @INV-21 @must
   Scenario: ids are zero-padded so that they sort by time across a change of digits
     Given the clock reads 999999999999
     And I sent "sent first" to "bob"

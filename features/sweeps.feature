@@ -5,9 +5,9 @@ Feature: Sweeps: messages outrank tidiness
   file (*.tmp, in a mailbox or in the registry) untouched for more than 36 hours
   was left by a writer that died: the sweep removes it first, and nothing else.
 
-  @INV-17
+  @INV-17 @must
   Scenario Outline: a record is swept only when all three conditions hold (<presence>, <unseen>, <queued> queued)
-    Given a session "old" in "/home/dev/old" that is <presence>, last seen <unseen> ago
+    Given a session "old" in "{scratch}/home/dev/old" that is <presence>, last seen <unseen> ago
     And "old" has <queued> messages queued
     When the post office is swept
     Then the record of "old" was <fate>
@@ -21,9 +21,9 @@ Feature: Sweeps: messages outrank tidiness
       | stalled  | 365 days           | 0      | kept    |
       | live     | 10 seconds         | 0      | kept    |
 
-  @INV-17
+  @INV-17 @must
   Scenario: a session offline for a year keeps its mail, its mailbox and its record
-    Given an offline session "hermit" in "/home/dev/hermit" last seen 365 days ago
+    Given an offline session "hermit" in "{scratch}/home/dev/hermit" last seen 365 days ago
     And I sent "still waiting for you" to "hermit"
     And the clock advances by 365 days
     When the post office is swept
@@ -32,7 +32,7 @@ Feature: Sweeps: messages outrank tidiness
     When "hermit" takes the next message
     Then "hermit" receives "still waiting for you"
 
-  @INV-17
+  @INV-17 @must
   Scenario: mail that no record names is never swept
     Given the mailbox of "s-0123456789ab" holds letters written newest first:
       | id                     | body                   |
@@ -42,9 +42,9 @@ Feature: Sweeps: messages outrank tidiness
     Then the sweep removed nothing
     And the mailbox of "s-0123456789ab" holds 1 message
 
-  @INV-17
+  @INV-17 @must
   Scenario: an empty mailbox folder that no record names is swept; a registered one is kept
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     And an empty mailbox folder for "alice"
     And an empty mailbox folder for "s-0123456789ab"
     When the post office is swept
@@ -52,22 +52,22 @@ Feature: Sweeps: messages outrank tidiness
     And the mailbox folder of "alice" exists
     And the record of "alice" was kept
 
-  @INV-17
+  @INV-17 @must
   Scenario: a swept record takes its empty mailbox folder with it
-    Given an offline session "gone" in "/home/dev/gone" last seen 30 days ago
+    Given an offline session "gone" in "{scratch}/home/dev/gone" last seen 30 days ago
     And an empty mailbox folder for "gone"
     When the post office is swept
     Then the record of "gone" was removed
     And the sweep removed the mailbox folder of "gone"
 
-  @INV-17 @INV-03
+  @INV-17 @INV-03 @must
   Scenario: a deposit in flight keeps its mailbox folder from being swept
     Given the mailbox of "s-0123456789ab" holds a deposit in flight "1796078534000-0000000f.json.tmp"
     When the post office is swept
     Then the sweep removed nothing
     And the deposit in flight "1796078534000-0000000f.json.tmp" is still in the mailbox of "s-0123456789ab", untouched
 
-  @INV-17 @INV-03
+  @INV-17 @INV-03 @should
   Scenario: a temporary untouched for more than 36 hours is swept, and then its orphan mailbox
     Given the mailbox of "s-0123456789ab" holds a deposit in flight "1796078534000-0000000f.json.tmp"
     And the files in the mailbox of "s-0123456789ab" were last modified 36 hours and 1 ms ago
@@ -75,7 +75,7 @@ Feature: Sweeps: messages outrank tidiness
     Then the sweep removed only the stale temporary "inbox/s-0123456789ab/1796078534000-0000000f.json.tmp"
     And the sweep removed the mailbox folder of "s-0123456789ab"
 
-  @INV-17 @INV-03
+  @INV-17 @INV-03 @should
   Scenario: beside a stale temporary, a letter a year old is kept with its mailbox
     Given the mailbox of "s-0123456789ab" holds letters written newest first:
       | id                     | body                    |
@@ -87,9 +87,9 @@ Feature: Sweeps: messages outrank tidiness
     And the mailbox folder of "s-0123456789ab" holds only "1700000000000-0000000a.json"
     And the mailbox of "s-0123456789ab" holds 1 message
 
-  @INV-17 @INV-03
+  @INV-17 @INV-03 @should
   Scenario: in the registry, a record write in flight for more than 36 hours is swept; one of 36 hours is kept
-    Given a live session "alice" in "/home/dev/alice"
+    Given a live session "alice" in "{scratch}/home/dev/alice"
     And the registry holds a record write in flight ".s-0123456789ab.0a1b2c3d.tmp", last modified 36 hours and 1 ms ago
     And the registry holds a record write in flight ".s-0123456789ab.4e5f6a7b.tmp", last modified 36 hours ago
     When the post office is swept

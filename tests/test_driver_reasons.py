@@ -1,7 +1,10 @@
 """Refusals and failures on the driver protocol (SPEC 11): each is a reason object,
 ``{"code", "text", …facts}``, with exactly the code and the facts the protocol
-names and pipost's own words as its text. The texts are pinned here, whole, as
-they are this implementation's golden output (the features judge codes only)."""
+names and pipost's own words as its text (the features judge codes only). The
+words of a kind the command line shows too are pinned once, in
+tests/test_format.py: here the text is that kind's ``format.refusal``. The words
+only the driver says (its world's refusals, the file system's failures) are
+pinned here, whole."""
 
 from __future__ import annotations
 
@@ -11,14 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from pipost import mailbox, registry
+from pipost import format, mailbox, registry
 from pipost.driver import InProcessDriver, Json, Result
+from pipost.refusals import (
+    Ambiguous,
+    BodyNotText,
+    BodyTooLarge,
+    CannotWrite,
+    EmptyBody,
+    MailboxFull,
+    NoSessionIn,
+    NoTargets,
+    Refusal,
+    TooManyTargets,
+    UnknownAddress,
+    UnknownTarget,
+)
 
 UNKNOWN = "s-0123456789ab"
-NOT_A_TARGET = (
-    "is not an address, a session id, a directory with a registered session, "
-    "or a known session name"
-)
 
 
 @pytest.fixture
@@ -33,10 +46,6 @@ def session_in(driver: InProcessDriver, tmp_path: Path, name: str, folder: str) 
     return str(result["address"])
 
 
-def line_of(name: str, address: str, cwd: Path) -> str:
-    return f"  {name} ({address}) — {cwd}"
-
-
 def send(driver: InProcessDriver, targets: list[str], body: str = "hi", **args: Json) -> Result:
     return driver.call("send", targets=list[Json](targets), body=body, cwd="/", **args)
 
@@ -45,11 +54,11 @@ def test_an_unknown_handle_names_the_handle_and_the_reachable_sessions(
     driver: InProcessDriver, tmp_path: Path
 ) -> None:
     bob = session_in(driver, tmp_path, "bob", "bob")
+    reachable = tuple(driver.post.sessions())
     assert send(driver, ["nobody"]) == {
         "refused": {
             "code": "unknown_target",
-            "text": f'"nobody" {NOT_A_TARGET}\nreachable sessions:\n'
-            + line_of("bob", bob, tmp_path / "bob"),
+            "text": format.refusal(UnknownTarget("nobody", reachable)),
             "handle": "nobody",
             "reachable": [bob],
         }
@@ -64,8 +73,7 @@ def test_a_directory_without_a_session_names_its_canonical_path_too(
     assert send(driver, [handle]) == {
         "refused": {
             "code": "unknown_target",
-            "text": f"no session is registered in {tmp_path / 'empty'} — a directory names the "
-            "session running in it\nno session is registered yet",
+            "text": format.refusal(NoSessionIn(handle, str(tmp_path / "empty"), ())),
             "handle": handle,
             "path": str(tmp_path / "empty"),
             "reachable": [],
@@ -77,72 +85,45 @@ def test_an_ambiguous_handle_names_every_candidate(driver: InProcessDriver, tmp_
     a = session_in(driver, tmp_path, "twin-a", "shared")
     driver.call("advance_clock", ms=1)
     b = session_in(driver, tmp_path, "twin-b", "shared")
+    candidates = tuple(driver.post.sessions())
     refused = driver.call("resolve", handle="shared", cwd="/")["refused"]
     assert refused == {
         "code": "ambiguous_target",
-        "text": '"shared" matches more than one session; use an address:\n'
-        + line_of("twin-b", b, tmp_path / "shared")
-        + "\n"
-        + line_of("twin-a", a, tmp_path / "shared"),
+        "text": format.refusal(Ambiguous("shared", candidates)),
         "handle": "shared",
         "candidates": [b, a],
     }
 
 
 @pytest.mark.parametrize(
-    ("targets", "body", "reason"),
+    ("targets", "body", "kind", "facts"),  # facts: the code and the facts beside it
     [
-        (
-            [UNKNOWN],
-            "hi",
-            {
-                "code": "unknown_address",
-                "text": f"{UNKNOWN} is unknown: no session registered it and it has no mailbox "
-                "(nothing can be addressed that does not exist)",
-                "address": UNKNOWN,
-            },
-        ),
-        ([], "hi", {"code": "no_targets", "text": "send requires --to <target>"}),
+        ([UNKNOWN], "hi", UnknownAddress(UNKNOWN), {"code": "unknown_address", "address": UNKNOWN}),
+        ([], "hi", NoTargets(), {"code": "no_targets"}),
         (
             [UNKNOWN] * 9,
             "hi",
-            {
-                "code": "too_many_targets",
-                "text": "9 targets in one send; the cap is 8 — a wider fan-out is a broadcast, "
-                "not a message",
-                "count": 9,
-                "cap": 8,
-            },
+            TooManyTargets(9, 8),
+            {"code": "too_many_targets", "count": 9, "cap": 8},
         ),
-        (
-            [UNKNOWN],
-            " \n",
-            {"code": "empty_body", "text": "empty body (pass --body or pipe stdin)"},
-        ),
-        (
-            [UNKNOWN],
-            "h\udcff",
-            {
-                "code": "body_not_text",
-                "text": "body is not valid text (it holds unpaired surrogates)",
-            },
-        ),
+        ([UNKNOWN], " \n", EmptyBody(), {"code": "empty_body"}),
+        ([UNKNOWN], "h\udcff", BodyNotText(), {"code": "body_not_text"}),
         (
             [UNKNOWN],
             "é" * 16385,
-            {
-                "code": "body_too_large",
-                "text": "body is 32770 bytes; the cap is 32768 (send a summary and a path, "
-                "not a payload)",
-                "size": 32770,
-                "cap": 32768,
-            },
+            BodyTooLarge(32770, 32768),
+            {"code": "body_too_large", "size": 32770, "cap": 32768},
         ),
     ],
 )
 def test_a_send_is_refused_with_the_code_and_facts_of_its_kind(
-    driver: InProcessDriver, targets: list[str], body: str, reason: dict[str, Json]
+    driver: InProcessDriver,
+    targets: list[str],
+    body: str,
+    kind: Refusal,
+    facts: dict[str, Json],
 ) -> None:
+    reason = {**facts, "text": format.refusal(kind)}
     assert send(driver, targets, body) == {"refused": reason}
 
 
@@ -175,8 +156,7 @@ def test_a_full_mailbox_names_its_address_the_count_and_the_cap(
     assert send(driver, [bob]) == {
         "refused": {
             "code": "mailbox_full",
-            "text": f"mailbox {bob} is full (50 queued; the cap is 50) — the session is not "
-            "reading its mail",
+            "text": format.refusal(MailboxFull(bob, 50, 50)),
             "address": bob,
             "queued": 50,
             "cap": 50,
@@ -200,7 +180,7 @@ def test_a_mailbox_that_cannot_be_written_is_a_failure_naming_its_address(
     assert send(driver, [bob]) == {
         "failed": {
             "code": "cannot_write",
-            "text": f"cannot write to mailbox {bob} ({folder}): Permission denied",
+            "text": format.refusal(CannotWrite(bob, folder, "Permission denied")),
             "address": bob,
         }
     }

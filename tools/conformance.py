@@ -398,11 +398,22 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--features", nargs="*", default=[], help="feature files or folders")
     parser.add_argument("--name", help="only scenarios whose name matches this regex")
     parser.add_argument("--no-machines", action="store_true", help="skip the state machines")
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="check every request and answer against schemas/driver.v1 (a violation errs)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # behave and the state machines read both from the environment they inherit.
+    os.environ["PIPOST_TIMEOUT"] = str(args.timeout)
+    os.environ["PIPOST_VALIDATE"] = "1" if args.validate else ""
     parts = [
         f"--impl {args.impl!r}" if args.impl else "",
         f"--cli {args.cli!r}" if args.cli else "",

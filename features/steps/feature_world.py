@@ -174,7 +174,7 @@ class World:
         self.driver: Driver = open_driver(self.root, self.home)
         self.sessions: dict[str, Session] = {}
         self.first_address: dict[str, str] = {}
-        self.cwd = "/home/dev/tester"
+        self.cwd = self.directory("{scratch}/home/dev/tester")
         self.result: Result = {}
         self.before: dict[str, str] = {}
         self.remembered: dict[str, str] | None = None
@@ -219,6 +219,15 @@ class World:
 
         return _PLACEHOLDER.sub(substitute, text)
 
+    def directory(self, path: str) -> str:
+        """``path`` expanded, made (with its parents) when it lies in the scratch
+        folder: a directory a scenario registers or resolves exists, for an
+        implementation that canonicalises it through the file system."""
+        expanded = self.expand(path)
+        if Path(expanded).is_relative_to(self.scratch):
+            Path(expanded).mkdir(parents=True, exist_ok=True)
+        return expanded
+
     def session(self, label: str) -> Session:
         assert label in self.sessions, f"no session {label!r} in this scenario"
         return self.sessions[label]
@@ -242,12 +251,10 @@ class World:
         """Start a session that registered ``unseen_ms`` ago and is now ``presence``."""
         assert presence != "live" or unseen_ms <= 45_000, "a live session was seen lately"
         sid = session_id or session_id_for(label)
+        cwd = self.directory(cwd)
         self.call("advance_clock", ms=-unseen_ms)
-        record = dict_of(
-            self.call(
-                "register", session_id=sid, cwd=self.expand(cwd), name=label if named else None
-            )["record"]
-        )
+        name: dict[str, Json] = {"name": label} if named else {}  # else the default name
+        record = dict_of(self.call("register", session_id=sid, cwd=cwd, **name)["record"])
         pid = int_of(record["pid"])
         if presence == "offline":
             self.call("shutdown", session_id=sid)

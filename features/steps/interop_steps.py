@@ -10,6 +10,7 @@ from behave.runner import Context
 from feature_world import (
     FIXTURES,
     QUOTED,
+    checks,
     dict_of,
     int_of,
     text_of,
@@ -43,11 +44,13 @@ def address_of(context: Context, session_id: str) -> None:
 
 
 @then(f"the address is {QUOTED}")
+@checks("INV-01")
 def address_is(context: Context, address: str) -> None:
     assert world(context).result == {"address": address}, world(context).result
 
 
 @then("every vector the reference computed gives its address")
+@checks("INV-01", "INV-21")
 def every_vector(context: Context) -> None:
     the = world(context)
     vectors = json.loads((FIXTURES / "address-vectors.json").read_text(encoding="utf-8"))
@@ -69,6 +72,7 @@ def reference_mail(context: Context) -> None:
 
 
 @then("every message file the reference wrote parses, its id matching its file name")
+@checks("INV-21")
 def reference_files_parse(context: Context) -> None:
     the = world(context)
     for address, name in _message_files():
@@ -79,6 +83,7 @@ def reference_files_parse(context: Context) -> None:
 
 
 @then(f"the messages taken are the reference's files for {QUOTED}, oldest first")
+@checks("INV-21", "INV-07")
 def taken_are_reference(context: Context, address: str) -> None:
     the = world(context)
     expected = [
@@ -92,11 +97,19 @@ def taken_are_reference(context: Context, address: str) -> None:
 
 
 @then(f"the letter pipost wrote to {QUOTED} is the reference's {QUOTED} but for its random part")
+@checks("INV-21")
 def same_bytes(context: Context, label: str, fixture: str) -> None:
+    """Byte for byte, but for the 8 random characters of the id and the sender's
+    directory: the reference's, below the scratch folder here."""
     the = world(context)
     (receipt,) = the.receipts()
     ours = text_of(receipt["id"])
     reference = (MESSAGES / fixture).read_bytes()
+    theirs_cwd = text_of(dict_of(json.loads(reference)["from"])["cwd"])
+    assert the.cwd == f"{the.scratch}{theirs_cwd}", f"sent from {the.cwd}, not {theirs_cwd}"
+    reference = reference.replace(
+        f'"cwd":{json.dumps(theirs_cwd)}'.encode(), f'"cwd":{json.dumps(the.cwd)}'.encode()
+    )
     theirs = fixture.partition("--")[2].removesuffix(".json")
     # Only the 8 random hex characters of an id may differ; the time part must not.
     assert ours[:13] == theirs[:13], f"{ours} was not sent at the reference's time"
@@ -110,7 +123,8 @@ def same_bytes(context: Context, label: str, fixture: str) -> None:
 @given("the registry the reference's transcripts were made with, its live session running")
 def reference_registry(context: Context) -> None:
     """The records of cli-transcripts.json, at the moment its transcripts were made:
-    the one record with a pid names a process that runs."""
+    the one record with a pid names a process that runs. Each session's directory
+    is made in the scratch folder, the reference's path below it."""
     the = world(context)
     transcripts = json.loads((FIXTURES / "cli-transcripts.json").read_text(encoding="utf-8"))
     entries = transcripts["fixture"]
@@ -119,6 +133,7 @@ def reference_registry(context: Context) -> None:
     the.call("set_clock", now=moments.pop())
     for entry in entries:
         record = dict_of(entry["record"])
+        record["cwd"] = the.directory("{scratch}" + text_of(record["cwd"]))
         if "pid" in record:
             record["pid"] = int_of(the.call("process_start")["pid"])
         path = the.root / "registry" / f"{text_of(record['address'])}.json"

@@ -173,7 +173,8 @@ def comes_from(context: Context, label: str, kind: str, name: str, cwd: str) -> 
     message = the.take(label)
     assert message is not None, f"{label} received nothing"
     sender = dict_of(message["from"])
-    assert (sender["kind"], sender["name"], sender["cwd"]) == (kind, name, cwd), sender
+    expected = (kind, name, the.expand(cwd))
+    assert (sender["kind"], sender["name"], sender["cwd"]) == expected, sender
 
 
 @then(f"its sender address and reply address are those of {QUOTED}")

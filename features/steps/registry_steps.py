@@ -10,6 +10,7 @@ from feature_world import (
     QUOTED,
     QUOTED_LIST,
     World,
+    checks,
     dict_of,
     duration_ms,
     int_of,
@@ -78,7 +79,7 @@ def registry_garbage(context: Context, label: str, description: str) -> None:
 @given(f"the registry holds a record pi-post 0.7 wrote for {QUOTED} in {QUOTED}, its pid running")
 def foreign_record(context: Context, label: str, cwd: str) -> None:
     the = world(context)
-    record = _record_for(the, label, cwd)
+    record = _record_for(the, label, the.directory(cwd))
     record["pid"] = int_of(the.call("process_start")["pid"])
     record["host"] = "a field pipost does not know"
     path = the.root / "registry" / f"{record['address']}.json"
@@ -103,6 +104,7 @@ def _listed(the: World) -> list[dict[str, Json]]:
 
 
 @then("the sessions listed are, in order:")
+@checks("INV-15")
 def listed_in_order(context: Context) -> None:
     assert context.table is not None, "the step needs a table of name and presence"
     the = world(context)
@@ -118,12 +120,14 @@ def listed_in_order(context: Context) -> None:
 
 
 @then(f"the sessions listed are {QUOTED_LIST}")
+@checks("INV-15")
 def listed_names(context: Context, names: str) -> None:
     found = [text_of(dict_of(s["record"])["name"]) for s in _listed(world(context))]
     assert found == quoted_items(names), found
 
 
 @then(r"(\d+) sessions? (?:is|are) hidden")
+@checks("INV-15")
 def hidden(context: Context, count: str) -> None:
     assert world(context).result["hidden"] == int(count), world(context).result
 
@@ -138,12 +142,14 @@ def resolve(context: Context, handle: str) -> None:
 
 
 @then(f"it resolves to {QUOTED}")
+@checks("INV-13")
 def resolves_to(context: Context, label: str) -> None:
     the = world(context)
     assert the.result.get("address") == the.address(label), the.result
 
 
 @then(f"it resolves to the session named {QUOTED}")
+@checks("INV-13")
 def resolves_to_named(context: Context, name: str) -> None:
     the = world(context)
     assert "record" in the.result, the.result
@@ -165,6 +171,7 @@ def swept(context: Context) -> None:
 
 
 @then("the sweep removed nothing")
+@checks("INV-17")
 def removed_nothing(context: Context) -> None:
     result = dict(world(context).result)
     # An implementation that predates the report of temporaries leaves it out.
@@ -181,6 +188,7 @@ def record_write_in_flight(context: Context, name: str, age: str) -> None:
 
 
 @then(f"the record write in flight {QUOTED} is still in the registry, untouched")
+@checks("INV-17")
 def record_write_untouched(context: Context, name: str) -> None:
     path = world(context).root / "registry" / name
     assert path.is_file(), f"{name} is gone"
@@ -195,6 +203,7 @@ def mailbox_files_aged(context: Context, label: str, age: str) -> None:
 
 
 @then(f"the sweep removed only the stale temporar(?:y|ies) {QUOTED_LIST}")
+@checks("INV-17")
 def temporaries_removed(context: Context, paths: str) -> None:
     the = world(context)
     expected = quoted_items(paths)
@@ -205,6 +214,7 @@ def temporaries_removed(context: Context, paths: str) -> None:
 
 
 @then(f"the record of {QUOTED} was (kept|removed)")
+@checks("INV-17")
 def record_fate(context: Context, label: str, fate: str) -> None:
     the = world(context)
     reported = the.address(label) in list_of(the.result["records_removed"])
@@ -213,6 +223,7 @@ def record_fate(context: Context, label: str, fate: str) -> None:
 
 
 @then(f"the sweep removed the mailbox folder of {QUOTED}")
+@checks("INV-17")
 def mailbox_removed(context: Context, label: str) -> None:
     the = world(context)
     assert the.address(label) in list_of(the.result["mailboxes_removed"]), the.result

@@ -28,13 +28,13 @@ use_regular_expressions()
 @given(f"I am working in {QUOTED}")
 def working_in(context: Context, cwd: str) -> None:
     the = world(context)
-    the.cwd = the.expand(cwd)
+    the.cwd = the.directory(cwd)
 
 
 @given(f"my home is {QUOTED}")
 def home_is(context: Context, home: str) -> None:
     the = world(context)
-    the.home = the.expand(home)
+    the.home = the.directory(home)
 
 
 @given(f"I sent {QUOTED} to {QUOTED_LIST}")

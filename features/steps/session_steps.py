@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from behave import given, step, then, when
 from behave.runner import Context
-from feature_world import QUOTED, duration_ms, int_of, text_of, use_regular_expressions, world
+from feature_world import (
+    QUOTED,
+    checks,
+    duration_ms,
+    int_of,
+    text_of,
+    use_regular_expressions,
+    world,
+)
 
 use_regular_expressions()
 
@@ -89,12 +97,14 @@ def starts_again(context: Context, label: str, cwd: str) -> None:
 
 
 @then(f"{QUOTED} is (live|stalled|offline)")
+@checks("INV-15")
 def has_presence(context: Context, label: str, presence: str) -> None:
     found = world(context).presence(label)
     assert found == presence, f"{label} is {found}, not {presence}"
 
 
 @then(f"{QUOTED} has the address it had before")
+@checks("INV-01")
 def same_address(context: Context, label: str) -> None:
     the = world(context)
     assert the.session(label).address == the.first_address[label], (
@@ -103,6 +113,7 @@ def same_address(context: Context, label: str) -> None:
 
 
 @then(f"the record of {QUOTED} names the directory {QUOTED} and the pid of its process")
+@checks("INV-13", "INV-15")
 def record_names(context: Context, label: str, cwd: str) -> None:
     the = world(context)
     record = the.record(label)
@@ -112,6 +123,7 @@ def record_names(context: Context, label: str, cwd: str) -> None:
 
 
 @then(f"the record of {QUOTED} is still there, without a pid")
+@checks("INV-14")
 def record_without_pid(context: Context, label: str) -> None:
     record = world(context).record(label)
     assert record is not None, f"the record of {label} is gone"
@@ -119,6 +131,7 @@ def record_without_pid(context: Context, label: str) -> None:
 
 
 @then(f"{QUOTED} is named {QUOTED}")
+@checks("INV-13")
 def is_named(context: Context, label: str, name: str) -> None:
     record = world(context).record(label)
     assert record is not None, f"{label} has no record"

@@ -7,7 +7,7 @@ import re
 
 from behave import given, then
 from behave.runner import Context
-from feature_world import QUOTED, fingerprint, tree_changes, use_regular_expressions, world
+from feature_world import QUOTED, checks, fingerprint, tree_changes, use_regular_expressions, world
 
 use_regular_expressions()
 
@@ -22,6 +22,7 @@ def remember_tree(context: Context) -> None:
 
 
 @then("the tree is byte-identical to what I remembered")
+@checks("INV-16")
 def tree_identical(context: Context) -> None:
     the = world(context)
     assert the.remembered is not None, "the scenario remembered no tree"
@@ -30,14 +31,20 @@ def tree_identical(context: Context) -> None:
 
 
 @then("every mailbox folder is named by a session address")
+@checks("INV-02")
 def mailboxes_are_addresses(context: Context) -> None:
     names = os.listdir(world(context).root / "inbox")
     assert names, "there is no mailbox at all"
     assert all(ADDRESS.fullmatch(name) for name in names), names
 
 
+@given(f"a directory {QUOTED}")
+def directory(context: Context, path: str) -> None:
+    world(context).directory(path)
+
+
 @given(f"a directory {QUOTED} and a symlink {QUOTED} to {QUOTED}")
 def symlinked_directory(context: Context, directory: str, link: str, target: str) -> None:
     the = world(context)
-    os.makedirs(the.expand(directory))
+    the.directory(directory)
     os.symlink(the.expand(target), the.expand(link))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import base64
 import binascii
+import functools
 import inspect
 import itertools
 import json
@@ -42,7 +43,7 @@ import types
 import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, TextIO, TypeAlias, Union
+from typing import Any, Protocol, TextIO, TypeAlias, Union
 
 from pipost import format, host, mailbox, message, registry
 from pipost.address import address_of, default_name, is_address
@@ -63,6 +64,15 @@ DEFAULT_NOW = 1_796_078_534_257
 
 PROTOCOL = 1
 """The version of the driver protocol this module speaks and the suite sends."""
+
+
+@functools.cache  # looking the version up costs more than a scenario's world
+def pipost_implementation() -> dict[str, Json]:
+    """What pipost says it is when a world is opened: its name, the version
+    ``pi-post --version`` prints and its language."""
+    from importlib import metadata
+
+    return {"name": "pipost", "version": metadata.version("pipost"), "language": "Python"}
 
 
 class DriverError(Exception):
@@ -126,6 +136,7 @@ class InProcessDriver:
         self.processes = FakeProcessTable()
         self.post = Post(root, clock=lambda: self.now, processes=self.processes)
         self.post.receipt_wait = receipt_wait
+        self.implementation = pipost_implementation()
         self._receivers: dict[str, tuple[host.Host, RecordingContext]] = {}
         self._operations: dict[str, Callable[..., Result]] = {
             name.removeprefix("op_"): getattr(self, name)
@@ -275,8 +286,8 @@ class InProcessDriver:
     def op_resolve(self, handle: str, cwd: str, home: str | None = None) -> Result:
         """Resolve one handle as a send would, from ``cwd`` (and ``home`` for ``~``).
         Result: a session (its ``record`` None for a mailbox with no record);
-        refused, with the candidates or the reachable sessions in the text, when it
-        does not name one session."""
+        refused (unknown_target with the reachable sessions, ambiguous_target with the
+        candidates) when it does not name one session."""
         target = self.post.resolve(handle, self._caller(cwd, home))
         if target.candidate is not None:
             return self._session(target.candidate)
@@ -483,13 +494,22 @@ def open_pipost(root: Path, home: str, now: int) -> Driver:
     return InProcessDriver(root, home=home, now=now)
 
 
-def serve(stdin: TextIO, stdout: TextIO, opener: Opener = open_pipost) -> None:
+def serve(
+    stdin: TextIO,
+    stdout: TextIO,
+    opener: Opener = open_pipost,
+    implementation: dict[str, Json] | None = None,
+) -> None:
     """Answer requests, one JSON object per line, until ``stdin`` ends.
 
     A request is ``{"id": any, "op": name, "args": {...}}``; the answer, on one line
     and in order, is ``{"id": same, "result": {...}}`` or, for a misuse of the
     interface, ``{"id": same, "error": text}``. ``open`` (``root``, ``home``,
-    ``now``) starts a fresh world and must come before any other operation."""
+    ``now``, ``protocol``) starts a fresh world and must come before any other
+    operation; it answers ``{"root", "protocol", "implementation"}``, the last
+    what the drivers ``opener`` makes are (by default pipost: a port's shim
+    written over serve names its own)."""
+    about = implementation if implementation is not None else pipost_implementation()
     driver: Driver | None = None
     for line in stdin:
         if not line.strip():
@@ -508,7 +528,8 @@ def serve(stdin: TextIO, stdout: TextIO, opener: Opener = open_pipost) -> None:
                 raise DriverError("a request has an op (a string) and args (an object)")
             if op == "open":
                 driver = opener(*_open_arguments(args))
-                answer: dict[str, Json] = {"id": request_id, "result": {"root": args["root"]}}
+                opened = {"root": args["root"], "protocol": PROTOCOL, "implementation": about}
+                answer: dict[str, Json] = {"id": request_id, "result": opened}
             elif driver is None:
                 raise DriverError(f"{op} before open: open a world first")
             else:
@@ -522,9 +543,13 @@ def serve(stdin: TextIO, stdout: TextIO, opener: Opener = open_pipost) -> None:
 
 def _open_arguments(args: dict[str, Json]) -> tuple[Path, str, int]:
     root, home, now = args.get("root"), args.get("home"), args.get("now", DEFAULT_NOW)
-    unknown = set(args) - {"root", "home", "now"}
+    unknown = set(args) - {"root", "home", "now", "protocol"}
     if unknown:
         raise DriverError(f"open: unknown arguments {sorted(unknown)}")
+    if args.get("protocol") != PROTOCOL or isinstance(args.get("protocol"), bool):
+        raise DriverError(
+            f"open: this driver speaks protocol {PROTOCOL}, not {args.get('protocol')!r}"
+        )
     if not isinstance(root, str) or not os.path.isabs(root):
         raise DriverError("open: root must be an absolute path")
     if not isinstance(home, str):
@@ -542,23 +567,39 @@ class SubprocessDriver:
     ``open`` starts the process when it is not running (again, after a crash), so a
     scenario that kills an implementation does not take the next one down."""
 
-    def __init__(self, command: str | Sequence[str], *, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, command: str | Sequence[str], *, timeout_s: float = 60.0, validate: bool = False
+    ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         self.timeout_s = timeout_s
+        self.schema = ProtocolSchema() if validate else None
+        """With ``validate``, every request and every answer is checked against it."""
         self._process: subprocess.Popen[bytes] | None = None
         self._buffer = b""
         self._requests = itertools.count(1)
+        self.implementation: Json = None
+        """What the implementation said it is when the last world was opened."""
 
     def open(self, root: Path, *, home: str, now: int = DEFAULT_NOW) -> None:
-        """A fresh world over ``root``: no sessions, the clock at ``now``."""
+        """A fresh world over ``root``: no sessions, the clock at ``now``. An
+        implementation that answers with another protocol than the suite's is
+        broken for this run (TransportError)."""
         if self._process is None or self._process.poll() is not None:
             self._start()
-        self.call("open", root=str(root), home=home, now=now)
+        opened = self.call("open", root=str(root), home=home, now=now, protocol=PROTOCOL)
+        if opened.get("protocol") != PROTOCOL:
+            raise TransportError(
+                f"open: the implementation answered protocol {opened.get('protocol')!r}; "
+                f"the suite speaks {PROTOCOL}"
+            )
+        self.implementation = opened.get("implementation")
 
     def call(self, op: str, **args: Json) -> Result:
         process = self._process
         if process is None or process.stdin is None:
             raise TransportError(f"{op} before open: the implementation is not running")
+        if self.schema is not None:
+            self.schema.check_request(op, args)
         request_id = next(self._requests)
         line = json.dumps({"id": request_id, "op": op, "args": args}) + "\n"
         try:
@@ -567,6 +608,8 @@ class SubprocessDriver:
         except (BrokenPipeError, ValueError):
             raise TransportError(self._gone(f"{op}: the implementation stopped reading")) from None
         answer = self._answer(op)
+        if self.schema is not None:
+            self.schema.check_answer(op, answer)
         if answer.get("id") != request_id:
             raise TransportError(f"{op}: the answer is for request {answer.get('id')!r}")
         if "error" in answer:
@@ -636,17 +679,105 @@ class SubprocessDriver:
         return f"{what} (it exited with status {status})"
 
 
+class ProtocolSchema:
+    """The protocol's JSON Schema (``schemas/driver.v1``), checking one request or
+    one answer at a time: a violation is a DriverError naming the operation and the
+    JSON path of what breaks it (``send: the answer breaks the protocol at
+    $.result.receipts[0].address: …``).
+
+    It needs jsonschema, a dependency of the conformance kit (``.[dev]``), not of
+    pipost: only a run with ``--validate`` makes one."""
+
+    def __init__(self) -> None:
+        import jsonschema
+        from referencing import Registry, Resource
+
+        from pipost import schemas
+
+        documents = [schemas.load(name) for name in ("driver.v1", "message.v1", "record.v1")]
+        registry: Registry[Any] = Registry().with_resources(
+            (document["$id"], Resource.from_contents(document)) for document in documents
+        )
+        self._best_match = jsonschema.exceptions.best_match
+        base = documents[0]["$id"]
+
+        def validator(pointer: str) -> jsonschema.Draft202012Validator:
+            return jsonschema.Draft202012Validator({"$ref": base + pointer}, registry=registry)
+
+        self._request = validator("")
+        self._answer = validator("#/$defs/answer")
+        self._exchanges = {
+            op: validator(f"#/$defs/ops/$defs/{op}") for op in documents[0]["$defs"]["ops"]["$defs"]
+        }
+
+    def check_request(self, op: str, args: dict[str, Json]) -> None:
+        self._check(op, "request", self._request, {"op": op, "args": args})
+        self._check(op, "request", self._exchange(op), {"args": args})
+
+    def check_answer(self, op: str, answer: dict[str, Json]) -> None:
+        """An answer line: ``{"id", "result"}`` with the op's result, or ``{"id", "error"}``."""
+        self._check(op, "answer", self._answer, answer)
+        if "result" in answer:
+            self.check_result(op, answer["result"])
+
+    def check_result(self, op: str, result: Json) -> None:
+        self._check(op, "answer", self._exchange(op), {"result": result})
+
+    def _exchange(self, op: str) -> Any:
+        if op not in self._exchanges:
+            raise DriverError(f"{op}: the protocol's schema has no such operation")
+        return self._exchanges[op]
+
+    def _check(self, op: str, what: str, validator: Any, instance: Json) -> None:
+        error = self._best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise DriverError(
+                f"{op}: the {what} breaks the protocol at {error.json_path}: {error.message}"
+            )
+
+
+class ValidatingDriver:
+    """Any driver, its every request and result checked against the protocol's
+    schema (``--validate`` for pipost in this process)."""
+
+    def __init__(self, driver: Driver, schema: ProtocolSchema | None = None) -> None:
+        self.driver = driver
+        self.schema = schema or ProtocolSchema()
+
+    def call(self, op: str, **args: Json) -> Result:
+        self.schema.check_request(op, args)
+        result = self.driver.call(op, **args)
+        self.schema.check_result(op, result)
+        return result
+
+
 _SHARED: dict[str, SubprocessDriver] = {}
 
 
-def open_driver(root: Path, *, home: str, command: str | None = None) -> Driver:
+def open_driver(
+    root: Path,
+    *,
+    home: str,
+    command: str | None = None,
+    timeout_s: float | None = None,
+    validate: bool | None = None,
+) -> Driver:
     """A driver over a fresh world at ``root``: pipost in this process, or, with
     ``command``, the implementation that command runs (one process per command,
-    reused by later calls and closed when Python exits)."""
+    reused by later calls and closed when Python exits).
+
+    ``timeout_s`` (per call) and ``validate`` default to what a conformance run
+    passes the state machines it starts: ``PIPOST_TIMEOUT`` (else 60 s) and
+    ``PIPOST_VALIDATE=1``."""
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("PIPOST_TIMEOUT") or 60)
+    if validate is None:
+        validate = os.environ.get("PIPOST_VALIDATE") == "1"
     if not command:
-        return InProcessDriver(root, home=home)
+        in_process = InProcessDriver(root, home=home)
+        return ValidatingDriver(in_process) if validate else in_process
     if command not in _SHARED:
-        _SHARED[command] = SubprocessDriver(command)
+        _SHARED[command] = SubprocessDriver(command, timeout_s=timeout_s, validate=validate)
         atexit.register(_SHARED[command].close)
     driver = _SHARED[command]
     driver.open(root, home=home)
@@ -684,15 +815,33 @@ def _letter(name: str, content: message.Message | Rejected) -> Result:
 
 
 def _check_arguments(op: str, operation: Callable[..., Result], args: dict[str, Json]) -> None:
-    """Refuse a missing, unknown or mistyped argument before the operation runs."""
+    """Refuse a missing, unknown, null or mistyped argument before the operation runs.
+
+    A defaulted argument is an omitted key (docs/conformance.md): null is no value of
+    any argument, so a caller that sends it for "the default" is told so, not
+    silently served the default."""
+    signature, hints = _signature_of(operation)
     try:
-        inspect.signature(operation).bind(**args)
+        signature.bind(**args)
     except TypeError as error:
         raise DriverError(f"{op}: {error}") from None
-    hints = typing.get_type_hints(operation)
     for name, value in args.items():
+        if value is None:
+            raise DriverError(f"{op}: {name} is null; leave an argument out for its default")
         if not _conforms(value, hints[name]):
             raise DriverError(f"{op}: {name} must be {hints[name]}, not {value!r}")
+
+
+_SIGNATURES: dict[object, tuple[inspect.Signature, dict[str, Any]]] = {}
+
+
+def _signature_of(operation: Callable[..., Result]) -> tuple[inspect.Signature, dict[str, Any]]:
+    """An operation's parameters and their types, read once per method: reading the
+    type hints costs more than most operations do."""
+    method = getattr(operation, "__func__", operation)  # the same for every driver
+    if method not in _SIGNATURES:
+        _SIGNATURES[method] = (inspect.signature(operation), typing.get_type_hints(operation))
+    return _SIGNATURES[method]
 
 
 def _conforms(value: object, hint: object) -> bool:
@@ -702,8 +851,6 @@ def _conforms(value: object, hint: object) -> bool:
     if origin is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(_conforms(v, item) for v in value)
-    if hint is type(None):
-        return value is None
     if hint is int:  # Python counts True as an integer; JSON does not
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(hint, type) and isinstance(value, hint)

@@ -34,7 +34,8 @@ def served(*requests: dict[str, Json] | str) -> list[dict[str, Json]]:
 
 
 def open_request(root: Path) -> dict[str, Json]:
-    return {"id": "o", "op": "open", "args": {"root": str(root / "post"), "home": str(root)}}
+    args: dict[str, Json] = {"root": str(root / "post"), "home": str(root), "protocol": 1}
+    return {"id": "o", "op": "open", "args": args}
 
 
 def test_serve_answers_each_request_in_order_with_its_id(tmp_path: Path) -> None:
@@ -43,11 +44,14 @@ def test_serve_answers_each_request_in_order_with_its_id(tmp_path: Path) -> None
         {"id": 1, "op": "address_of", "args": {"session_id": "abc"}},
         {"id": 2, "op": "advance_clock", "args": {"ms": 5}},
     )
+    opened = answers[0]["result"]
+    assert isinstance(opened, dict)
     assert answers == [
-        {"id": "o", "result": {"root": str(tmp_path / "post")}},
+        {"id": "o", "result": {**opened, "root": str(tmp_path / "post")}},
         {"id": 1, "result": {"address": "s-cb61287a5998"}},
         {"id": 2, "result": {"now": DEFAULT_NOW + 5}},
     ]
+    assert opened["protocol"] == 1
 
 
 @pytest.mark.parametrize(
@@ -76,7 +80,7 @@ def test_a_misuse_gets_an_error_line_and_the_next_request_still_an_answer(
 def test_nothing_but_open_is_answered_before_open(tmp_path: Path) -> None:
     answers = served(
         {"id": 1, "op": "capabilities"},
-        {"id": 2, "op": "open", "args": {"root": "relative/post", "home": str(tmp_path)}},
+        {"id": 2, "op": "open", "args": {"root": "relative/post", "home": "/", "protocol": 1}},
     )
     assert answers == [
         {"id": 1, "error": "capabilities before open: open a world first"},
@@ -89,7 +93,10 @@ def test_each_open_starts_a_fresh_world(tmp_path: Path) -> None:
         open_request(tmp_path),
         {"id": 1, "op": "register", "args": {"session_id": "abc", "cwd": str(tmp_path)}},
         {"id": 2, "op": "advance_clock", "args": {"ms": 1000}},
-        {**open_request(tmp_path), "args": {"root": str(tmp_path / "other"), "home": "/"}},
+        {
+            **open_request(tmp_path),
+            "args": {"root": str(tmp_path / "x"), "home": "/", "protocol": 1},
+        },
         {"id": 3, "op": "list"},
         {"id": 4, "op": "advance_clock", "args": {"ms": 0}},
     )
@@ -169,15 +176,15 @@ def fake(behaviour: str) -> list[str]:
 def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
     tmp_path: Path,
 ) -> None:
-    answer = 'print(json.dumps({"id": request["id"], "result": {}}), flush=True)'
+    answer = 'print(json.dumps({"id": request["id"], "result": {"protocol": 1}}), flush=True)'
     driver = SubprocessDriver(fake(f"{answer}\n    if n == 1: sys.exit(3)"), timeout_s=30)
     try:
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == {}
+        assert driver.call("list") == {"protocol": 1}
         with pytest.raises(TransportError, match="exited with status 3"):
             driver.call("list")
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == {}
+        assert driver.call("list") == {"protocol": 1}
     finally:
         driver.close()
 

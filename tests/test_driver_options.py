@@ -1,0 +1,114 @@
+"""The kit's --validate and --timeout reach the transport (SPEC 11;
+docs/conformance.md): a shim whose answers break the schema makes its scenario
+err under --validate, naming the operation and the JSON path; a call slower than
+--timeout times out."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipost.driver import InProcessDriver, SubprocessDriver, ValidatingDriver, open_driver
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = ["features/addresses.feature", "--name", "every vector in the reference's file"]
+"""A scenario of many address_of calls whose step reads only each answer's address."""
+
+SHIM = """
+import sys, time
+from pathlib import Path
+from pipost.driver import InProcessDriver, serve
+
+SLOW_FOR = [float(sys.argv[1])]  # the first address_of takes this long
+
+
+class Shim(InProcessDriver):
+    def call(self, op, **args):
+        result = super().call(op, **args)
+        if op == "address_of":
+            time.sleep(SLOW_FOR.pop() if SLOW_FOR else 0)
+            result["checksum"] = 7  # not in the protocol; the steps never look
+        return result
+
+serve(sys.stdin, sys.stdout, lambda root, home, now: Shim(root, home=home, now=now))
+"""
+
+
+def shim(tmp_path: Path, sleep_s: float) -> str:
+    path = tmp_path / "shim.py"
+    path.write_text(SHIM, encoding="utf-8")
+    return f"{sys.executable} {path} {sleep_s}"
+
+
+def behave(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "behave", "--format", "plain", "--no-capture", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PIPOST_VALIDATE": "", "PIPOST_TIMEOUT": "", **(env or {})},
+    )
+
+
+def test_validate_makes_a_scenario_err_on_an_answer_outside_the_schema(tmp_path: Path) -> None:
+    impl = shim(tmp_path, 0)
+    unchecked = behave("-D", f"impl={impl}", *SCENARIO)
+    assert unchecked.returncode == 0, unchecked.stdout + unchecked.stderr
+    checked = behave("-D", f"impl={impl}", "-D", "validate=1", *SCENARIO)
+    assert checked.returncode != 0
+    assert (
+        "address_of: the answer breaks the protocol at $.result: Additional properties are "
+        "not allowed ('checksum' was unexpected)"
+    ) in checked.stdout + checked.stderr
+
+
+def test_the_environment_the_runner_sets_validates_too(tmp_path: Path) -> None:
+    checked = behave("-D", f"impl={shim(tmp_path, 0)}", *SCENARIO, env={"PIPOST_VALIDATE": "1"})
+    assert checked.returncode != 0
+    assert "address_of: the answer breaks the protocol" in checked.stdout + checked.stderr
+
+
+def test_timeout_bounds_each_call(tmp_path: Path) -> None:
+    slow = behave("-D", f"impl={shim(tmp_path, 2)}", "-D", "timeout=0.5", *SCENARIO)
+    assert slow.returncode != 0
+    assert "CallTimedOut: address_of: no answer within 0.5 s" in slow.stdout + slow.stderr
+
+
+def runner(*args: str) -> int:
+    done = subprocess.run(
+        [sys.executable, "tools/conformance.py", "--no-machines", "--features", *SCENARIO, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode
+
+
+def test_the_runner_passes_both_options_on(tmp_path: Path) -> None:
+    """The scenario errs only with the option: the answer is outside the schema
+    (--validate), the first call takes 1 s (--timeout 0.5)."""
+    assert runner("--impl", shim(tmp_path, 1)) == 0
+    assert runner("--impl", shim(tmp_path, 1), "--timeout", "0.5") == 1
+    assert runner("--impl", shim(tmp_path, 0), "--validate") == 1
+
+
+def test_open_driver_validates_and_times_as_the_environment_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert isinstance(open_driver(tmp_path, home="/"), InProcessDriver)
+    monkeypatch.setenv("PIPOST_VALIDATE", "1")
+    assert isinstance(open_driver(tmp_path, home="/"), ValidatingDriver)
+    monkeypatch.setenv("PIPOST_TIMEOUT", "7.5")
+    command = f"{sys.executable} -m pipost driver"
+    driver = open_driver(tmp_path / "post", home="/", command=command)
+    assert isinstance(driver, SubprocessDriver)
+    try:
+        assert (driver.timeout_s, driver.schema is not None) == (7.5, True)
+    finally:
+        driver.close()

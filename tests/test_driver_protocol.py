@@ -1,0 +1,174 @@
+"""The versioned driver protocol (SPEC 11): ``open`` carries the protocol version
+and the implementation answers with its name, version and language; a defaulted
+argument is an omitted key, and null is no argument's value."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipost.driver import (
+    DriverError,
+    InProcessDriver,
+    Json,
+    SubprocessDriver,
+    TransportError,
+    serve,
+)
+
+PIPOST_DRIVER = [sys.executable, "-m", "pipost", "driver"]
+
+
+def served(*requests: dict[str, Json]) -> list[dict[str, Json]]:
+    out = io.StringIO()
+    serve(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def open_args(tmp_path: Path, **more: Json) -> dict[str, Json]:
+    return {"root": str(tmp_path / "post"), "home": str(tmp_path), **more}
+
+
+def pi_post_version() -> str:
+    printed = subprocess.run(
+        [sys.executable, "-m", "pipost", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert printed.startswith("pi-post "), printed
+    return printed.removeprefix("pi-post ").strip()
+
+
+def test_open_answers_the_protocol_and_what_pipost_is(tmp_path: Path) -> None:
+    (answer,) = served({"id": 1, "op": "open", "args": open_args(tmp_path, protocol=1)})
+    assert answer == {
+        "id": 1,
+        "result": {
+            "root": str(tmp_path / "post"),
+            "protocol": 1,
+            "implementation": {
+                "name": "pipost",
+                "version": pi_post_version(),
+                "language": "Python",
+            },
+        },
+    }
+    in_process = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    result = answer["result"]
+    assert isinstance(result, dict)
+    assert in_process.implementation == result["implementation"]
+
+
+@pytest.mark.parametrize(
+    ("protocol", "error"),
+    [
+        ({"protocol": 2}, "open: this driver speaks protocol 1, not 2"),
+        ({"protocol": True}, "open: this driver speaks protocol 1, not True"),
+        ({}, "open: this driver speaks protocol 1, not None"),
+    ],
+)
+def test_a_protocol_the_driver_does_not_speak_is_an_error_and_opens_nothing(
+    tmp_path: Path, protocol: dict[str, Json], error: str
+) -> None:
+    answers = served(
+        {"id": 1, "op": "open", "args": open_args(tmp_path, **protocol)},
+        {"id": 2, "op": "capabilities"},
+    )
+    assert answers == [
+        {"id": 1, "error": error},
+        {"id": 2, "error": "capabilities before open: open a world first"},
+    ]
+
+
+def test_a_shim_over_serve_names_its_own_implementation(tmp_path: Path) -> None:
+    port: dict[str, Json] = {"name": "my-port", "version": "0.3.0", "language": "Python"}
+    out = io.StringIO()
+    request = {"id": 1, "op": "open", "args": open_args(tmp_path, protocol=1)}
+    serve(io.StringIO(json.dumps(request) + "\n"), out, implementation=port)
+    assert json.loads(out.getvalue())["result"]["implementation"] == port
+
+
+def test_the_suite_opens_with_its_protocol_and_keeps_what_the_implementation_is(
+    tmp_path: Path,
+) -> None:
+    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
+    try:
+        driver.open(tmp_path / "post", home=str(tmp_path))
+        assert driver.implementation == InProcessDriver(tmp_path, home="/").implementation
+    finally:
+        driver.close()
+
+
+SPEAKS_2 = """
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    print(json.dumps({"id": request["id"], "result": {"root": "/", "protocol": 2}}), flush=True)
+"""
+
+
+def test_an_implementation_answering_another_protocol_breaks_the_run(tmp_path: Path) -> None:
+    driver = SubprocessDriver([sys.executable, "-c", SPEAKS_2], timeout_s=30)
+    try:
+        with pytest.raises(TransportError, match="answered protocol 2; the suite speaks 1"):
+            driver.open(tmp_path, home=str(tmp_path))
+    finally:
+        driver.close()
+
+
+# -- a defaulted argument is an omitted key ---------------------------------------------
+
+
+def test_a_defaulted_argument_left_out_takes_its_default(tmp_path: Path) -> None:
+    (tmp_path / "cache-fix").mkdir()
+    driver = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    result = driver.call("register", session_id="s", cwd=str(tmp_path / "cache-fix"))
+    record = result["record"]
+    assert isinstance(record, dict)
+    assert record["name"] == f"cache-fix-{str(result['address'])[2:6]}"
+
+
+@pytest.mark.parametrize(
+    ("op", "args"),
+    [
+        ("register", {"session_id": "s", "cwd": "/", "name": None}),
+        ("process_start", {"pid": None}),
+        ("send", {"targets": ["x"], "body": "hi", "cwd": "/", "reply_to": None}),
+        ("resolve", {"handle": "x", "cwd": "/", "home": None}),
+    ],
+)
+def test_null_for_a_defaulted_argument_is_a_misuse(
+    tmp_path: Path, op: str, args: dict[str, Json]
+) -> None:
+    driver = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    (name,) = [key for key, value in args.items() if value is None]
+    with pytest.raises(DriverError, match=f"{op}: {name} is null; leave an argument out"):
+        driver.call(op, **args)
+    assert not (tmp_path / "post").exists(), "a misuse did nothing"
+
+
+def test_the_arguments_of_an_operation_are_checked_against_types_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading type hints costs more than most operations: once per operation, for
+    every driver, and the check still refuses a mistyped argument."""
+    read: list[object] = []
+    real = typing.get_type_hints
+
+    def counted(thing: Any) -> dict[str, Any]:
+        read.append(thing)
+        return real(thing)
+
+    monkeypatch.setattr(typing, "get_type_hints", counted)
+    for world in ("a", "b"):
+        driver = InProcessDriver(tmp_path / world, home=str(tmp_path))
+        for ms in (1, 2):
+            driver.call("advance_clock", ms=ms)
+        with pytest.raises(DriverError, match="advance_clock: ms must be"):
+            driver.call("advance_clock", ms="3")
+    assert len(read) <= 1, read
