@@ -19,6 +19,7 @@ class Misuse extends Error {}
 
 // Argument types; a trailing "?" marks an argument with a default (omitted when defaulted).
 const OPS = {
+  open: { root: "string", home: "string?", now: "int?", protocol: "int" },
   capabilities: {},
   set_clock: { now: "int" },
   advance_clock: { ms: "int" },
@@ -119,7 +120,7 @@ class World {
     const post = this.post;
     switch (op) {
       case "capabilities":
-        return { ops: Object.keys(OPS).sort() };
+        return { ops: Object.keys(OPS).filter((op) => op !== "open").sort() };
       case "set_clock":
         this.now = a.now;
         return { now: this.now };
@@ -247,10 +248,8 @@ class World {
 }
 
 function open(args) {
-  const spec = { root: "string", home: "string?", now: "int?", protocol: "int?" };
-  for (const key of Object.keys(args)) if (!(key in spec)) throw new Misuse(`open takes no argument ${JSON.stringify(key)}`);
-  if (typeof args.root !== "string") throw new Misuse("open needs root, an absolute path");
-  if (args.protocol !== undefined && args.protocol !== PROTOCOL) throw new Misuse(`this shim speaks driver protocol ${PROTOCOL}, not ${JSON.stringify(args.protocol)}`);
+  checkArgs("open", args);
+  if (args.protocol !== PROTOCOL) throw new Misuse(`this shim speaks driver protocol ${PROTOCOL}, not ${JSON.stringify(args.protocol)}`);
   const world = new World({ root: args.root, home: args.home ?? process.env.HOME ?? "/", now: args.now ?? 1796078534257 });
   return {
     world,
