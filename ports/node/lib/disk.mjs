@@ -31,7 +31,7 @@ export class Failed extends Error {
 
 export const failed = (text, facts = {}, code = "io_error") => new Failed(reason(code, text, facts));
 
-const myUid = process.getuid();
+const myUid = process.geteuid(); // whose folders these must be: the effective uid
 
 // A folder of the post office, open. Everything below it is reached through
 // its descriptor (/proc/self/fd/N/name: Node has no openat), so a folder swapped
