@@ -1,3 +1,4 @@
+@must
 Feature: Mailboxes
   A session's mailbox holds at most 50 queued messages, taken oldest first.
   A deposit is written under a temporary name and renamed into place, so a

@@ -142,7 +142,7 @@ def test_a_sender_the_message_rules_refuse_is_a_bad_envelope(driver: InProcessDr
         "refused": {
             "code": "bad_envelope",
             "text": "text holds unpaired surrogates",
-            "field": "from",
+            "field": "from.name",
         }
     }
 

@@ -104,7 +104,7 @@ class Raises:
 
 
 class SteppedTime:
-    """Replaces the host's ``time`` module so that backoff moves only when told."""
+    """The host's monotonic clock (``Host.monotonic``): backoff moves only when told."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -189,12 +189,11 @@ def eventually(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
 
 
 def test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff(
-    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+    root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
     steps = SteppedTime()
-    monkeypatch.setattr(host, "time", steps)
     context = FailsThenTakes(failures=2)
-    receiver = hosts(post, context)
+    receiver = hosts(post, context, monotonic=steps.monotonic)
     message = deposit(root, "please rebase", NOW)
 
     receiver.start()
@@ -339,10 +338,11 @@ def test_the_drivers_take_sets_a_letter_aside_logged_as_a_session_logs_it(
     result = driver.call("take", address=ADDRESS)
 
     reason = (Path(quarantine.quarantine_of(root, ADDRESS)) / (bad_name + ".reason")).read_text()
-    assert result["set_aside"] == [{"name": bad_name, "reason": reason.strip()}]
+    text = reason.strip()
+    assert result["set_aside"] == [{"name": bad_name, "reason": {"code": "not_json", "text": text}}]
     assert result["message"] == to_json(message)
     logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
-    assert logged == [(bad_name, "?", f"malformed: {reason.strip()}")]
+    assert logged == [(bad_name, "?", f"malformed: {text}")]
 
 
 # -- what a drain reports ------------------------------------------------------------
@@ -380,11 +380,10 @@ def test_a_drain_returns_what_became_of_every_letter_it_took_and_stats_counts_th
 
 
 def test_a_drain_reports_a_failed_entry_and_leaves_a_letter_waiting_for_its_retry_unreported(
-    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+    root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
     steps = SteppedTime()
-    monkeypatch.setattr(host, "time", steps)
-    receiver = hosts(post, ExecContext("exit 3", {}))
+    receiver = hosts(post, ExecContext("exit 3", {}), monotonic=steps.monotonic)
     receiver.start()
     message = deposit(root, "try me", NOW)
 
@@ -1349,12 +1348,11 @@ def test_a_stop_while_a_command_runs_leaves_its_letter_queued_and_uncounted(
 
 
 def test_a_failing_command_is_retried_with_backoff_and_said_why(
-    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+    root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
     steps = SteppedTime()
-    monkeypatch.setattr(host, "time", steps)
     said: list[str] = []
-    receiver = hosts(post, ExecContext("exit 3", {}), say=said.append)
+    receiver = hosts(post, ExecContext("exit 3", {}), say=said.append, monotonic=steps.monotonic)
     message = deposit(root, "try me", NOW)
 
     receiver.start()

@@ -235,10 +235,11 @@ def test_a_symlinked_letter_is_refused_not_followed(root: Path, tmp_path: Path) 
 
     peeked = peek(root, ADDRESS)
     assert len(peeked) == 1
-    assert isinstance(peeked[0].content, Rejected)
+    assert peeked[0].content == Rejected("symlink", "a symlink is never followed")
     claims = list(mailbox.claims(root, ADDRESS))
     assert len(claims) == 1
     assert isinstance(claims[0].content, Rejected)
+    assert claims[0].content == peeked[0].content
     claims[0].set_aside(claims[0].content.reason)
     claims[0].release()
     moved = root / "quarantine" / ADDRESS / message.file_name
@@ -283,10 +284,45 @@ def test_a_fifo_named_like_a_letter_does_not_block(root: Path) -> None:
         reader.join()
         pytest.fail("reading a FIFO named x.json blocked")
     peeked, claimed = outcome
+    not_a_file = Rejected("not_a_file", "not a regular file")
     assert isinstance(peeked, list)
-    assert isinstance(peeked[0].content, Rejected)
-    assert isinstance(claimed, list)
-    assert isinstance(claimed[0], Rejected)
+    assert peeked[0].content == not_a_file
+    assert claimed == [not_a_file]
+
+
+def test_a_folder_named_like_a_letter_is_not_a_file(root: Path) -> None:
+    (inbox(root) / "0000000000001-0badbad0.json").mkdir(parents=True)
+    not_a_file = Rejected("not_a_file", "not a regular file")
+    assert [letter.content for letter in peek(root, ADDRESS)] == [not_a_file]
+    claims = list(mailbox.claims(root, ADDRESS))
+    assert [claim.content for claim in claims] == [not_a_file]
+    for claim in claims:
+        claim.release()
+
+
+def test_a_letter_that_cannot_be_opened_is_unreadable_and_can_be_set_aside(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Injected, as root reads whatever the mode says: the open is refused."""
+    bad, good = fill(root, 2)
+    opened = files.Folder.open_file
+
+    def refuse_the_first(folder: files.Folder, name: str) -> files.OpenFile | None:
+        if name == bad.file_name:
+            raise PermissionError(13, "Permission denied", folder.name(name))
+        return opened(folder, name)
+
+    monkeypatch.setattr(files.Folder, "open_file", refuse_the_first)
+    unreadable = Rejected("unreadable", "Permission denied")
+    assert [letter.content for letter in peek(root, ADDRESS)] == [unreadable, good]
+    claims = mailbox.claims(root, ADDRESS)
+    first = next(claims)
+    assert first.content == unreadable
+    first.set_aside(unreadable.reason)
+    first.release()
+    claims.close()
+    assert mailbox.letter_names(root, ADDRESS) == [good.file_name]
+    assert (root / "quarantine" / ADDRESS / bad.file_name).read_bytes() == encode(bad)
 
 
 def test_wait_consumed_sees_the_letter_vanish(root: Path) -> None:

@@ -14,7 +14,7 @@ from pipost.reception import ENTERS, RECEIPTED, SETTLED, Action, Decision, Facts
 from tests.helpers import NOW, python_in
 
 MESSAGE = new_message(Sender("process", "ann"), "hello", NOW)
-REJECTED = Rejected("not JSON")
+REJECTED = Rejected("not_json", "not JSON")
 RATE = Verdict(False, "rate: over 8 messages in 30 s")
 REFUSED = "refused: PI_POST_INBOUND=refuse"
 

@@ -555,7 +555,7 @@ def test_a_name_spelled_with_escapes_is_text_or_refused(escaped_name: str, accep
         assert isinstance(parsed, Record)
         assert parsed.name.startswith(json.loads(f'"{escaped_name}"'))
     else:
-        assert parsed == Rejected("name holds unpaired surrogates")
+        assert parsed == Rejected("bad_field", "name holds unpaired surrogates", field="name")
 
 
 @pytest.mark.parametrize(
@@ -575,3 +575,75 @@ def test_only_temporaries_untouched_for_36_hours_are_sweepable(
 ) -> None:
     assert session.TEMPORARY_STALE_MS == 36 * 3600 * 1000
     assert session.temporary_is_sweepable(name, age_ms) is sweepable
+
+
+def _record_with(**changes: object) -> bytes:
+    """A well-formed record with fields replaced (a value of ... removes the field)."""
+    data = session.to_json(make_record("rules", "/work", pid=5))
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key)
+        else:
+            data[key] = value
+    return json.dumps(data).encode()
+
+
+RECORD_REJECTIONS: list[tuple[str, bytes, Rejected]] = [
+    (
+        "oversize",
+        b" " * (session.RECORD_READ_LIMIT + 1),
+        Rejected("oversize", "record is too large", limit=session.RECORD_READ_LIMIT),
+    ),
+    ("not UTF-8", b'{"v":1,"name":"\xff"}', Rejected("not_utf8", "not JSON")),
+    ("truncated", b'{"v":1,', Rejected("not_json", "not JSON")),
+    ("deep", b"[" * 30_000 + b"]" * 30_000, Rejected("too_deep", "not JSON")),
+    ("array", b"[]", Rejected("not_object", "not a JSON object")),
+    ("v 2", _record_with(v=2), Rejected("bad_field", "v is not 1", field="v")),
+    (
+        "no cwd",
+        _record_with(cwd=...),
+        Rejected("bad_field", "cwd is not a non-empty string", field="cwd"),
+    ),
+    (
+        "pid text",
+        _record_with(pid="5"),
+        Rejected("bad_field", "pid is not a positive integer", field="pid"),
+    ),
+    (
+        "pidStart number",
+        _record_with(pidStart=7),
+        Rejected("bad_field", "pidStart is not a string", field="pidStart"),
+    ),
+    (
+        "startedAt text",
+        _record_with(startedAt="1"),
+        Rejected("bad_field", "startedAt is not an integer", field="startedAt"),
+    ),
+    (
+        "lastSeen missing",
+        _record_with(lastSeen=...),
+        Rejected("bad_field", "lastSeen is not an integer", field="lastSeen"),
+    ),
+    (
+        "another session's address",
+        _record_with(address=address_of("someone else")),
+        Rejected("bad_field", "address is not the address of sessionId", field="address"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(raw, expected) for _, raw, expected in RECORD_REJECTIONS],
+    ids=[label for label, _, _ in RECORD_REJECTIONS],
+)
+def test_a_record_is_rejected_with_a_code_its_facts_and_pipost_s_words(
+    raw: bytes, expected: Rejected
+) -> None:
+    assert session.parse(raw) == expected
+
+
+def test_a_record_filed_under_another_address_is_an_id_mismatch() -> None:
+    record = make_record("filed", "/work", pid=5)
+    parsed = session.parse(session.encode(record), address_of("elsewhere") + ".json")
+    assert parsed == Rejected("id_mismatch", "file name is not the address")

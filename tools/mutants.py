@@ -193,6 +193,7 @@ FAULTS: tuple[Fault, ...] = (
         (
             tests(MAILBOX_TESTS, "test_a_claim_is_exclusive_until_disposed"),
             tests(HOST_TESTS, "test_two_receivers_on_one_address_enter_every_letter_exactly_once"),
+            scenarios("receiving.feature", "^two receivers racing on one address"),
         ),
     ),
     Fault(
@@ -320,7 +321,7 @@ FAULTS: tuple[Fault, ...] = (
         _one(
             "message.py",
             "    if message.reply_to is not None and not is_address(message.reply_to):\n"
-            '        return "replyTo is not an address"\n',
+            '        return bad_field("replyTo", "replyTo is not an address")\n',
             "",
         ),
         (
@@ -360,6 +361,18 @@ FAULTS: tuple[Fault, ...] = (
         (tests(MAILBOX_TESTS, "test_deposit_never_replaces_a_letter_with_the_same_id"),),
     ),
     Fault(
+        "a letter is opened through a symlink",
+        _one(
+            "files.py",
+            "_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
+            "_FILE = os.O_RDONLY | os.O_NONBLOCK\n",
+        ),
+        (
+            tests(MAILBOX_TESTS, "test_a_symlinked_letter_is_refused_not_followed"),
+            scenarios("hostile_input.feature", "^a symlink named like a letter is set aside"),
+        ),
+    ),
+    Fault(
         "a bad letter is destroyed, not set aside",
         _one(
             "quarantine.py",
@@ -390,6 +403,7 @@ FAULTS: tuple[Fault, ...] = (
                 "test_a_context_with_a_ledger_is_not_entered_again_after_a_crash",
                 "test_a_transcript_is_the_ledger_that_makes_delivery_exactly_once",
             ),
+            scenarios("receiving.feature", "^a receiver that dies between entry and unlink"),
         ),
     ),
     Fault(
@@ -452,6 +466,7 @@ FAULTS: tuple[Fault, ...] = (
                 HOST_TESTS,
                 "test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_another",
             ),
+            scenarios("receiving.feature", "^a letter whose unlink the disk refuses"),
         ),
     ),
     Fault(

@@ -38,17 +38,19 @@ import os
 import selectors
 import shlex
 import subprocess
+import threading
 import time
 import types
 import typing
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO, TypeAlias, Union
 
 from pipost import format, host, mailbox, message, registry
 from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected, Sender
-from pipost.policy import inbound_mode
+from pipost.policy import DUPLICATE_WINDOW_MS, RATE_LIMIT, RATE_WINDOW_MS, inbound_mode, resume_mode
 from pipost.post import Post, Refused
 from pipost.reception import Action, Outcome
 from pipost.refusals import BadEnvelope, MalformedAddress, NoProcess, NoRecord, PidRunning, Refusal
@@ -58,6 +60,11 @@ from pipost.session import to_json as record_json
 
 Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
 Result: TypeAlias = dict[str, Json]
+
+RACE_ENTRY_S = 0.001
+"""How long an entry takes in a race: long enough for the receivers to overlap."""
+RACE_IDLE_DRAINS = 1000
+"""How many drains in a row that take nothing end a receiver's part in a race."""
 
 DEFAULT_NOW = 1_796_078_534_257
 """Where the injected clock starts: the moment of the reference CLI's transcripts."""
@@ -137,7 +144,7 @@ class InProcessDriver:
         self.post = Post(root, clock=lambda: self.now, processes=self.processes)
         self.post.receipt_wait = receipt_wait
         self.implementation = pipost_implementation()
-        self._receivers: dict[str, tuple[host.Host, RecordingContext]] = {}
+        self._receivers: dict[str, Receiving] = {}
         self._operations: dict[str, Callable[..., Result]] = {
             name.removeprefix("op_"): getattr(self, name)
             for name in sorted(dir(self))
@@ -323,40 +330,127 @@ class InProcessDriver:
         A letter that is not a message is set aside (never delivered, never
         destroyed), logged as a receiving session logs it, and the next one is
         tried. Result: ``{"message": wire message or None, "set_aside": [{"name",
-        "reason"}, ...]}``."""
+        "reason": rejection}, ...]}``."""
         set_aside: list[Json] = []
         for claim in mailbox.claims(self.root, _address(address)):
             if isinstance(claim.content, Rejected):
                 host.set_aside(self.post, claim, claim.content.reason)
-                set_aside.append({"name": claim.name, "reason": claim.content.reason})
+                set_aside.append(_set_aside(claim.name, claim.content))
                 continue
             claim.dispose()
             return {"message": message.to_json(claim.content), "set_aside": set_aside}
         return {"message": None, "set_aside": set_aside}
 
-    def op_deliver(self, session_id: str, fail: int = 0, inbound: str = "accept") -> Result:
+    def op_deliver(
+        self,
+        session_id: str,
+        receiver: str | None = None,
+        context: str | None = None,
+        fail: int = 0,
+        fail_unlink: int = 0,
+        crash: str | None = None,
+        inbound: str = "accept",
+        resume: str = "wake",
+        trigger: str = "event",
+    ) -> Result:
         """The receiving session of ``session_id`` takes its mail once, as a session
         does: oldest first, through the inbound mode (``PI_POST_INBOUND``: accept,
         ask with no one to ask, refuse, read in any case; anything else accepts)
         and the loop guard, into a context that refuses its first ``fail`` entries
-        of this call.
+        of this call, each letter unlinked only after its text entered.
 
-        The session lives from its first ``deliver`` to the next ``open``: its loop
-        guard and what its context holds carry over between calls. A letter whose
-        entry failed may wait for a retry delay before it is tried again.
-        Result: ``{"entered": [{"message", "text", "on_disk"}, ...], "dropped":
-        [{"name", "reason"}, ...], "set_aside": [{"name", "reason"}, ...]}`` —
-        ``text`` is what the model reads (SPEC 7), ``on_disk`` whether the letter was
-        still in the mailbox when its text entered; ``dropped`` holds messages let go
-        by the mode or the guard, ``set_aside`` letters that were not messages."""
-        receiver, context = self._receiver(session_id)
-        receiver.inbound = inbound_mode(inbound)  # the session's mode for this call
-        context.begin(fail)
-        outcomes = receiver.drain()
+        ``receiver`` names the receiving process and its context (default: the
+        session id); two names on one session are two receivers racing on its
+        mailbox. A receiver lives from its first ``deliver`` (its start-up drain,
+        where ``resume`` decides whether waiting mail wakes the session or is
+        staged) until it crashes or the next ``open``: its loop guard, its retries
+        and the claims it holds carry over between calls. ``context`` is
+        ``"ledger"`` (it remembers the ids it holds, as a transcript does; the
+        default) or ``"plain"`` (it cannot tell), fixed when the receiver first
+        runs; the context outlives a crash, so the receiver's next ``deliver`` is
+        a restart that keeps it. ``fail_unlink``: the disk refuses the receiver's
+        next that many unlinks. ``crash: "after_entry"``: the receiver dies after
+        the first text of this call entered its context and before that letter's
+        unlink; its locks end as a dead process's do. ``trigger`` says what runs
+        the drain: ``"event"`` (the folder watch saw mail arrive) or ``"poll"``
+        (the watch missed it; pipost's drain reads the whole folder either way).
+
+        Result: ``{"entered": [{"message", "text", "on_disk", "wake"}, ...],
+        "dropped": [{"name", "reason"}, ...], "set_aside": [{"name", "reason"},
+        ...]}``, and ``"crashed"`` (whether it died) when ``crash`` was given —
+        ``text`` is what the model reads (SPEC 7), ``on_disk`` whether the letter
+        was still in the mailbox when its text entered, ``wake`` whether it came
+        as a steer that wakes the session (false: staged for the first prompt);
+        ``dropped`` holds messages let go by the mode (``inbound_refused``) or the
+        guard (``loop_guard``), ``set_aside`` letters that were not messages. A
+        letter whose entry failed waits for its retry delay, at most 60 s of the
+        world's clock, before the receiver tries it again."""
+        if crash not in (None, "after_entry"):
+            raise DriverError(f'deliver: crash must be "after_entry", not {crash!r}')
+        if trigger not in ("event", "poll"):
+            raise DriverError(f'deliver: trigger must be "event" or "poll", not {trigger!r}')
+        if fail < 0 or fail_unlink < 0:
+            raise DriverError("deliver: fail and fail_unlink count entries and unlinks: >= 0")
+        receiving = self._receiving(receiver or session_id, session_id, context)
+        starting = receiving.host is None
+        taker = receiving.host or self._receiver(receiving)
+        taker.inbound = inbound_mode(inbound)  # the session's modes for this call
+        taker.resume = resume_mode(resume)
+        receiving.context.begin(fail)
+        receiving.disk.begin(fail_unlink, crash_after_entry=crash is not None)
+        result = _received(receiving.context, taker.drain(at_startup=starting))
+        if receiving.disk.crashed:
+            receiving.disk.die()  # the kernel drops a dead process's locks
+            receiving.host = None
+        if crash is not None:
+            result["crashed"] = receiving.disk.crashed
+        return result
+
+    def op_race(self, session_id: str, receivers: list[str], context: str | None = None) -> Result:
+        """The receivers named in ``receivers`` (two or more, each as in ``deliver``:
+        made on first use with a ``context`` of that kind, else running on) take the
+        mail of ``session_id`` at the same time, each draining again until the
+        mailbox holds nothing more it can take. Result: ``{"receivers": [{"entered",
+        "dropped", "set_aside"}, ...]}``, one per receiver in the order named, each
+        as ``deliver`` reports it."""
+        if len(receivers) < 2 or len(set(receivers)) != len(receivers):
+            raise DriverError("race: receivers names two or more receivers, each once")
+        runs = [self._receiving(name, session_id, context) for name in receivers]
+        takers = [(run.host is None, run.host or self._receiver(run)) for run in runs]
+        for run in runs:
+            run.context.begin(0, entry_s=RACE_ENTRY_S)
+            run.disk.begin(0, crash_after_entry=False)
+        address = address_of(session_id)
+        outcomes: list[list[Outcome]] = [[] for _ in runs]
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(runs))
+
+        def take(index: int) -> None:
+            starting, taker = takers[index]
+            try:
+                start.wait()
+                idle = 0
+                while idle < RACE_IDLE_DRAINS and mailbox.count(self.root, address) > 0:
+                    taken = taker.drain(at_startup=starting)
+                    starting = False
+                    outcomes[index] += taken
+                    idle = 0 if taken else idle + 1
+                    if not taken:
+                        time.sleep(0.001)  # the other receivers hold what is left
+            except BaseException as error:  # raised again in the caller's thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=take, args=(n,)) for n in range(len(runs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
         return {
-            "entered": list[Json](context.entries),
-            "dropped": _reasons(outcomes, Action.DROP),
-            "set_aside": _reasons(outcomes, Action.SET_ASIDE),
+            "receivers": [
+                _received(run.context, taken) for run, taken in zip(runs, outcomes, strict=True)
+            ]
         }
 
     # -- tidying ------------------------------------------------------------------------
@@ -384,7 +478,7 @@ class InProcessDriver:
     ) -> Result:
         """Parse one letter given as ``text`` or as bytes in ``raw_base64``; with
         ``file_name``, the id must match it. Result: ``{"message": wire message}`` or
-        ``{"rejected": reason}``."""
+        ``{"rejected": rejection}``."""
         if (text is None) == (raw_base64 is None):
             raise DriverError("parse takes exactly one of text and raw_base64")
         if text is not None:
@@ -397,25 +491,41 @@ class InProcessDriver:
                 raise DriverError(f"raw_base64 is not base64: {error}") from None
         parsed = message.parse(raw, file_name)
         if isinstance(parsed, Rejected):
-            return {"rejected": parsed.reason}
+            return {"rejected": _rejection(parsed)}
         return {"message": message.to_json(parsed)}
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _receiver(self, session_id: str) -> tuple[host.Host, RecordingContext]:
-        if session_id not in self._receivers:
-            address = address_of(session_id)
-            record = registry.read(self.root, address)
-            context = RecordingContext(Path(mailbox.inbox_of(self.root, address)))
-            receiver = host.Host(
-                self.post,
-                session_id,
-                record.cwd if record is not None else "/",
-                context,
-                kernel_events=False,
-            )
-            self._receivers[session_id] = (receiver, context)
-        return self._receivers[session_id]
+    def _receiving(self, name: str, session_id: str, kind: str | None) -> Receiving:
+        """The receiver called ``name``, made on first use with its context."""
+        if kind not in (None, "ledger", "plain"):
+            raise DriverError(f'deliver: context must be "ledger" or "plain", not {kind!r}')
+        found = self._receivers.get(name)
+        if found is None:
+            inbox = Path(mailbox.inbox_of(self.root, address_of(session_id)))
+            context = RecordingContext(inbox, ledger=kind != "plain")
+            found = self._receivers[name] = Receiving(session_id, context, FailingDisk(context))
+        if found.session_id != session_id:
+            raise DriverError(f"deliver: receiver {name!r} receives for another session")
+        if kind is not None and found.context.ledger != (kind == "ledger"):
+            raise DriverError(f"deliver: the context of receiver {name!r} is not {kind!r}")
+        return found
+
+    def _receiver(self, receiving: Receiving) -> host.Host:
+        """A receiving process starts for ``receiving``: pipost's Host over the
+        world's disk, its record left to the world (register, heartbeat)."""
+        record = registry.read(self.root, address_of(receiving.session_id))
+        receiving.host = host.Host(
+            self.post,
+            receiving.session_id,
+            record.cwd if record is not None else "/",
+            receiving.context,
+            kernel_events=False,
+            unlink=receiving.disk.unlink,
+            monotonic=lambda: self.now / 1000,  # retry delays pass on the world's clock
+        )
+        receiving.disk.stop = receiving.host.request_stop
+        return receiving.host
 
     def _record_of(self, session_id: str) -> Record:
         record = registry.read(self.root, address_of(session_id))
@@ -453,35 +563,100 @@ class InProcessDriver:
 
 class RecordingContext:
     """The context of a receiving session the suite drives: it keeps what entered
-    (a ledger, as a transcript is) and can be told to refuse its next entries."""
+    and can be told to refuse its next entries. With a ``ledger`` it can say which
+    ids it holds, as a transcript can; without, it cannot, as a command cannot."""
 
-    def __init__(self, inbox: Path) -> None:
+    def __init__(self, inbox: Path, *, ledger: bool = True) -> None:
         self.inbox = inbox
+        self.ledger = ledger
         self.entries: list[Result] = []
         self._held: set[str] = set()
         self._failures_left = 0
+        self.entry_s = 0.0
+        """How long an entry takes (a race: as a model's does, so receivers overlap)."""
 
-    def begin(self, failures: int) -> None:
+    def begin(self, failures: int, *, entry_s: float = 0.0) -> None:
         self.entries = []
         self._failures_left = failures
+        self.entry_s = entry_s
 
     def holds(self, message_id: str) -> bool | None:
-        return message_id in self._held
+        return message_id in self._held if self.ledger else None
 
     def enter(self, delivery: host.Delivery) -> bool:
         if self._failures_left > 0:
             self._failures_left -= 1
             return False
         on_disk = (self.inbox / delivery.message.file_name).exists()
+        if self.entry_s:
+            time.sleep(self.entry_s)
         self.entries.append(
             {
                 "message": message.to_json(delivery.message),
                 "text": delivery.text,
                 "on_disk": on_disk,
+                "wake": delivery.wake,
             }
         )
         self._held.add(delivery.message.id)
         return True
+
+
+class FailingDisk:
+    """The disk under one receiver of the world, where the scenario makes it fail:
+    it refuses the receiver's next unlinks, or the receiver dies at the unlink that
+    follows an entry. Every other unlink is the real one."""
+
+    def __init__(self, context: RecordingContext) -> None:
+        self.context = context
+        self.stop: Callable[[], None] = lambda: None
+        """Ends the receiver's drain: after a crash it takes nothing more."""
+        self.crashed = False
+        self._failures_left = 0
+        self._crash_after_entry = False
+        self._kept: list[mailbox.Claim] = []
+        """Claims whose unlink was refused: the receiver holds them, locked."""
+
+    def begin(self, failures: int, *, crash_after_entry: bool) -> None:
+        self._failures_left = failures
+        self._crash_after_entry = crash_after_entry
+        self.crashed = False
+
+    def unlink(self, claim: mailbox.Claim) -> bool:
+        if self._crash_after_entry and self.context.entries and not self.crashed:
+            self.crashed = True  # the text entered; the process dies before the unlink
+            self.stop()
+            return self._refused(claim)
+        if self._failures_left > 0:
+            self._failures_left -= 1
+            return self._refused(claim)
+        if not claim.dispose_or_hold():
+            return self._refused(claim)
+        if claim in self._kept:
+            self._kept.remove(claim)
+        return True
+
+    def _refused(self, claim: mailbox.Claim) -> bool:
+        if claim not in self._kept:
+            self._kept.append(claim)
+        return False
+
+    def die(self) -> None:
+        """The receiver is gone: every claim it held ends, its letters queued again."""
+        for claim in self._kept:
+            claim.release()
+        self._kept.clear()
+
+
+@dataclass
+class Receiving:
+    """One receiver of the world: the session it receives for, its context (which
+    outlives a crash), its disk, and its running process (None once it crashed)."""
+
+    session_id: str
+    context: RecordingContext
+    disk: FailingDisk
+    host: host.Host | None = None
 
 
 # -- the JSON-lines transport (SPEC 11; docs/conformance.md) ------------------------------
@@ -678,6 +853,12 @@ class SubprocessDriver:
             return what
         return f"{what} (it exited with status {status})"
 
+    @property
+    def pid(self) -> int | None:
+        """The implementation's process while it runs, for what a scenario measures
+        of it from outside (how much it read); None when it is not running."""
+        return None if self._process is None else self._process.pid
+
 
 class ProtocolSchema:
     """The protocol's JSON Schema (``schemas/driver.v1``), checking one request or
@@ -803,15 +984,58 @@ def reason(refusal: Refusal) -> dict[str, Json]:
     return found
 
 
-def _reasons(outcomes: list[Outcome], action: Action) -> list[Json]:
-    """The letters that came to ``action``, with the reason logged, oldest first."""
-    return [{"name": o.name, "reason": o.reason} for o in outcomes if o.action is action]
+def _received(context: RecordingContext, outcomes: list[Outcome]) -> Result:
+    """What one receiver's drains took: the entries its context recorded, the
+    messages it dropped and the letters it set aside, oldest first."""
+    return {
+        "entered": list[Json](context.entries),
+        "dropped": [
+            {"name": o.name, "reason": _drop_reason(o.reason or "")}
+            for o in outcomes
+            if o.action is Action.DROP
+        ],
+        "set_aside": [_set_aside(o.name, o.rejected) for o in outcomes if o.rejected],
+    }
+
+
+def _drop_reason(logged: str) -> Result:
+    """Why a receiver dropped a message, as the protocol says it: the code of the
+    rule (the inbound mode, or the loop guard and which of its rules), its facts,
+    and the reason pipost logged as the text."""
+    rule = logged.split(":", 1)[0]
+    if rule == "duplicate":
+        return {
+            "code": "loop_guard",
+            "text": logged,
+            "rule": rule,
+            "window_ms": DUPLICATE_WINDOW_MS,
+        }
+    if rule == "rate":
+        return {
+            "code": "loop_guard",
+            "text": logged,
+            "rule": rule,
+            "window_ms": RATE_WINDOW_MS,
+            "limit": RATE_LIMIT,
+        }
+    return {"code": "inbound_refused", "text": logged}
 
 
 def _letter(name: str, content: message.Message | Rejected) -> Result:
     if isinstance(content, Rejected):
-        return {"name": name, "rejected": content.reason}
+        return {"name": name, "rejected": _rejection(content)}
     return {"name": name, "message": message.to_json(content)}
+
+
+def _set_aside(name: str, rejected: Rejected) -> Json:
+    """An entry of ``set_aside`` (take, deliver): the letter and why it is no message."""
+    return {"name": name, "reason": _rejection(rejected)}
+
+
+def _rejection(rejected: Rejected) -> Result:
+    """Why bytes are not a message, as the protocol carries it: the code, pipost's
+    words and the code's facts (docs/conformance.md, "Values")."""
+    return {"code": rejected.code, "text": rejected.reason, **rejected.facts}
 
 
 def _check_arguments(op: str, operation: Callable[..., Result], args: dict[str, Json]) -> None:

@@ -156,8 +156,14 @@ class Host:
     message still enters one of them, once (INV-06). False: start() raises
     listeners.AlreadyListening while another one runs."""
     kernel_events: bool = True
+    unlink: Callable[[mailbox.Claim], bool] = mailbox.Claim.dispose_or_hold
+    """The receipt on disk: unlink a claimed letter, or keep the claim and say False
+    when the disk would not (the conformance driver's failing disk stands here)."""
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
+    monotonic: Callable[[], float] = time.monotonic
+    """Seconds, for the serving loop and the retry delays (the conformance driver
+    hands in its world's clock)."""
     record: Record | None = None
     _guard: LoopGuard = field(default_factory=LoopGuard)
     _retries: dict[str, _Retry] = field(default_factory=dict)
@@ -199,17 +205,17 @@ class Host:
         watch = self._watch
         if watch is None:
             raise RuntimeError("start() the host before serving")
-        next_beat = time.monotonic() + self.heartbeat_s
+        next_beat = self.monotonic() + self.heartbeat_s
         while not self._stop.is_set():
-            now = time.monotonic()
+            now = self.monotonic()
             wake_at = min([now + self.poll_s, next_beat] + [r.at for r in self._retries.values()])
             watch.wait(wake_at - now)
             if self._stop.is_set():
                 break
             self.drain()
-            if time.monotonic() >= next_beat:
+            if self.monotonic() >= next_beat:
                 self.beat()
-                next_beat = time.monotonic() + self.heartbeat_s
+                next_beat = self.monotonic() + self.heartbeat_s
 
     def request_stop(self) -> None:
         """Safe from a signal handler or another thread; an entry in progress is
@@ -227,7 +233,7 @@ class Host:
         another receiver wrote since is theirs: it stays as it is."""
         listened = self._watch is not None
         for claim in self._unreceipted.values():
-            if not claim.dispose_or_hold():  # a last try: once released, anyone may take it
+            if not self.unlink(claim):  # a last try: once released, anyone may take it
                 claim.release()  # queued again; a ledger turns it into an unlink next time
         self._unreceipted.clear()
         if self._listening is not None:
@@ -349,7 +355,7 @@ class Host:
         """Take every letter that can be taken now, oldest first; returns what became
         of each one taken (a letter that waits for its next try is left alone)."""
         for name, held in list(self._unreceipted.items()):
-            if held.dispose_or_hold():
+            if self.unlink(held):
                 del self._unreceipted[name]
         outcomes: list[Outcome] = []
         for claim in mailbox.claims(self.root, self.address):
@@ -357,7 +363,7 @@ class Host:
                 claim.release()
                 break
             retry = self._retries.get(claim.name)
-            if retry is not None and retry.at > time.monotonic():
+            if retry is not None and retry.at > self.monotonic():
                 claim.release()
                 continue
             outcome = self.take(claim, at_startup=at_startup)
@@ -399,8 +405,9 @@ class Host:
             decision = self._decide(content, at_startup, now)
             action, reason = decision.action, decision.reason
             if action is Action.SET_ASIDE:
-                assert reason is not None  # the rejection says why
+                assert isinstance(content, Rejected) and reason is not None  # it says why
                 reason = set_aside(self.post, claim, reason)
+                return Outcome(claim.name, action, reason, rejected=content)
             elif action is Action.DROP:
                 assert message is not None and reason is not None  # decide() says why
                 self._log(claim, message.sender.key, reason)
@@ -471,7 +478,7 @@ class Host:
     def _receipt(self, claim: mailbox.Claim) -> None:
         """The unlink of a letter whose fate is decided; one that fails keeps its
         claim until a later drain's unlink succeeds."""
-        if not claim.dispose_or_hold():
+        if not self.unlink(claim):
             self._unreceipted[claim.name] = claim
 
     def _retry_later(self, claim: mailbox.Claim) -> float:
@@ -479,7 +486,7 @@ class Host:
         claim.release()
         previous = self._retries.get(claim.name)
         delay = min(previous.delay * 2, RETRY_MAX_S) if previous else RETRY_FIRST_S
-        self._retries[claim.name] = _Retry(time.monotonic() + delay, delay)
+        self._retries[claim.name] = _Retry(self.monotonic() + delay, delay)
         return delay
 
     def _log(self, claim: mailbox.Claim, sender: str, reason: str) -> None:

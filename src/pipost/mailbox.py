@@ -175,11 +175,20 @@ class Letter(Value):
         self.content = content
 
 
+def _unopenable(error: OSError) -> Rejected:
+    """Why a file named like a letter could not be opened as one: a symlink (never
+    followed), no regular file (a FIFO, a folder...), or a file we may not read."""
+    reason = error.strerror or "unsafe file"
+    if isinstance(error, PermissionError):
+        return Rejected("unreadable", reason)
+    return Rejected("symlink" if error.errno == errno.ELOOP else "not_a_file", reason)
+
+
 def _read_letter(folder: Folder, name: str) -> Letter | None:
     try:
         raw = folder.read_bounded(name, LETTER_READ_LIMIT)
-    except files.UnsafePath as error:
-        return Letter(name, Rejected(error.strerror or "unsafe file"))
+    except (files.UnsafePath, PermissionError) as error:
+        return Letter(name, _unopenable(error))
     if raw is None:
         return None
     return Letter(name, parse(raw, name))
@@ -293,8 +302,8 @@ class Claim:
 def _claim_in(top: Folder, folder: Folder, address: str, name: str) -> Claim | None:
     try:
         handle = folder.try_lock(name)
-    except files.UnsafePath as error:
-        return _claim(top, folder, address, name, None, Rejected(error.strerror or "unsafe file"))
+    except (files.UnsafePath, PermissionError) as error:
+        return _claim(top, folder, address, name, None, _unopenable(error))
     if handle is None:
         return None
     try:

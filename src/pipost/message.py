@@ -21,6 +21,19 @@ if TYPE_CHECKING:
     from typing import Any, Final, Literal
 
     SenderKind = Literal["session", "process"]
+    RejectionCode = Literal[
+        "oversize",
+        "not_utf8",
+        "not_json",
+        "too_deep",
+        "duplicate_key",
+        "not_object",
+        "bad_field",
+        "id_mismatch",
+        "symlink",
+        "not_a_file",
+        "unreadable",
+    ]
 
 VERSION = 1
 BODY_CAP = 32768
@@ -95,13 +108,55 @@ class Message(Value):
 
 
 class Rejected(Value):
-    """Why bytes are not a message. Never carries the body."""
+    """Why bytes are not a message (or a record): ``code`` names the rule broken
+    (SPEC 10: oversize, not_utf8, not_json, too_deep, duplicate_key, not_object,
+    bad_field, id_mismatch; a mailbox adds symlink, not_a_file, unreadable), with its
+    one fact as data (the ``limit`` of oversize, the ``key`` of duplicate_key, the
+    ``field`` of bad_field, dotted for nested: ``from.kind``); ``reason`` says it in
+    pipost's words, as the quarantine keeps it beside the letter. Never carries the
+    body."""
 
-    __slots__ = ("reason",)
+    __slots__ = ("code", "reason", "limit", "key", "field")
+    code: Final[RejectionCode]
     reason: Final[str]
+    limit: Final[int | None]
+    key: Final[str | None]
+    field: Final[str | None]
 
-    def __init__(self, reason: str) -> None:
+    def __init__(
+        self,
+        code: RejectionCode,
+        reason: str,
+        *,
+        limit: int | None = None,
+        key: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.code = code
         self.reason = reason
+        self.limit = limit
+        self.key = key
+        self.field = field
+
+    @property
+    def facts(self) -> dict[str, int | str]:
+        """The facts beside the code, by name: the fields that are set."""
+        found = {"limit": self.limit, "key": self.key, "field": self.field}
+        return {name: value for name, value in found.items() if value is not None}
+
+
+def bad_field(field: str, reason: str) -> Rejected:
+    """A wrong value, a missing field or an unknown one: ``field`` names it."""
+    return Rejected("bad_field", reason, field=field)
+
+
+class EnvelopeError(ValueError):
+    """An envelope the message rules refuse at the sender: ``field`` names the field
+    (dotted: ``from.name``), the text is the parser's for a letter on disk."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
 
 
 class BodyError(ValueError):
@@ -147,15 +202,16 @@ def check_body(body: str) -> None:
 def new_message(
     sender: Sender, body: str, sent_at: int, reply_to: str | None = None, nonce: str | None = None
 ) -> Message:
-    """A fresh, valid message; raises BodyError or ValueError for what parse would
-    reject. The body is checked once, here (check_body), the envelope after it."""
+    """A fresh, valid message; raises BodyError or EnvelopeError for what parse
+    would reject. The body is checked once, here (check_body), the envelope after it."""
     check_body(body)
     message = Message(
         id=make_id(sent_at, nonce), sender=sender, sent_at=sent_at, body=body, reply_to=reply_to
     )
     problem = _check_envelope(message)
-    if problem:
-        raise ValueError(problem)
+    if problem is not None:
+        assert problem.field is not None  # every rule of the envelope names its field
+        raise EnvelopeError(problem.field, problem.reason)
     return message
 
 
@@ -186,32 +242,42 @@ def encode(message: Message) -> bytes:
 def parse(raw: bytes, file_name: str | None = None) -> Message | Rejected:
     """Strict, total parse. ``file_name``, when given, must be ``<id>.json``."""
     if len(raw) > LETTER_READ_LIMIT:
-        return Rejected(f"file is larger than {LETTER_READ_LIMIT} bytes")
+        return Rejected(
+            "oversize", f"file is larger than {LETTER_READ_LIMIT} bytes", limit=LETTER_READ_LIMIT
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return Rejected("not UTF-8")
+        return Rejected("not_utf8", "not UTF-8")
     try:
         data = jsontext.decode(
             text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant
         )
     except RecursionError:
-        return Rejected("JSON nested too deeply")
-    except ValueError as error:  # JSONDecodeError and our hooks' refusals
-        return Rejected(f"not JSON: {error}")
+        return Rejected("too_deep", "JSON nested too deeply")
+    except _DuplicateKey as error:
+        return Rejected("duplicate_key", f"not JSON: {error}", key=error.key)
+    except ValueError as error:  # JSONDecodeError and _no_constant's refusal
+        return Rejected("not_json", f"not JSON: {error}")
     message = _from_json(data)
     if isinstance(message, Rejected):
         return message
     if file_name is not None and file_name != message.file_name:
-        return Rejected("id does not match the file name")
+        return Rejected("id_mismatch", "id does not match the file name")
     return message
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise ValueError(f"duplicate key {key!r}")
+            raise _DuplicateKey(key)
         result[key] = value
     return result
 
@@ -226,36 +292,37 @@ def _is_int(value: object) -> bool:
 
 def _from_json(data: object) -> Message | Rejected:
     if not isinstance(data, dict):
-        return Rejected("not a JSON object")
+        return Rejected("not_object", "not a JSON object")
     unknown = set(data) - _MESSAGE_KEYS
     if unknown:
-        return Rejected(f"unknown fields {sorted(unknown)}")
+        return bad_field(min(unknown), f"unknown fields {sorted(unknown)}")
     if not _is_int(data.get("v")) or data["v"] != VERSION:
-        return Rejected("v is not 1")
+        return bad_field("v", "v is not 1")
     sender = data.get("from")
     if not isinstance(sender, dict):
-        return Rejected("from is not an object")
-    if set(sender) - _SENDER_KEYS:
-        return Rejected(f"unknown fields in from {sorted(set(sender) - _SENDER_KEYS)}")
+        return bad_field("from", "from is not an object")
+    unknown = set(sender) - _SENDER_KEYS
+    if unknown:
+        return bad_field("from." + min(unknown), f"unknown fields in from {sorted(unknown)}")
     kind, name = sender.get("kind"), sender.get("name")
     address, cwd = sender.get("address"), sender.get("cwd")
     if kind not in ("session", "process"):
-        return Rejected("from.kind is neither session nor process")
+        return bad_field("from.kind", "from.kind is neither session nor process")
     if not isinstance(name, str):
-        return Rejected("from.name is not a string")
+        return bad_field("from.name", "from.name is not a string")
     # An optional field is absent or a string; null is a bad type, not absence.
     if "address" in sender and not isinstance(address, str):
-        return Rejected("from.address is not a string")
+        return bad_field("from.address", "from.address is not a string")
     if "cwd" in sender and not isinstance(cwd, str):
-        return Rejected("from.cwd is not a string")
+        return bad_field("from.cwd", "from.cwd is not a string")
     for key in ("id", "body"):
         if not isinstance(data.get(key), str):
-            return Rejected(f"{key} is not a string")
+            return bad_field(key, f"{key} is not a string")
     if not _is_int(data.get("sentAt")):
-        return Rejected("sentAt is not an integer")
+        return bad_field("sentAt", "sentAt is not an integer")
     reply_to = data.get("replyTo")
     if "replyTo" in data and not isinstance(reply_to, str):
-        return Rejected("replyTo is not a string")
+        return bad_field("replyTo", "replyTo is not a string")
     message = Message(
         id=data["id"],
         sender=Sender(kind=kind, name=name, address=address, cwd=cwd),
@@ -264,43 +331,51 @@ def _from_json(data: object) -> Message | Rejected:
         reply_to=reply_to,
     )
     problem = _check(message)
-    return Rejected(problem) if problem else message
+    return message if problem is None else problem
 
 
-def _check(message: Message) -> str | None:
+def _check(message: Message) -> Rejected | None:
     """The rules beyond types, for the parser: the envelope's, then the body's."""
     problem = _check_envelope(message)
-    if problem:
+    if problem is not None:
         return problem
     if body_size(message.body) > BODY_CAP:
-        return f"body is over {BODY_CAP} bytes"
-    try:
-        message.body.encode("utf-8")
-    except UnicodeEncodeError:
-        return "text holds unpaired surrogates"
+        return bad_field("body", f"body is over {BODY_CAP} bytes")
+    if not _is_text(message.body):
+        return bad_field("body", _SURROGATES)
     return None
 
 
-def _check_envelope(message: Message) -> str | None:
+_SURROGATES = "text holds unpaired surrogates"
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_envelope(message: Message) -> Rejected | None:
     """The rules of everything but the body; shared by the parser and the constructor."""
     sender = message.sender
     if not sender.name:
-        return "from.name is empty"
+        return bad_field("from.name", "from.name is empty")
     if sender.address is not None and not is_address(sender.address):
-        return "from.address is not an address"
+        return bad_field("from.address", "from.address is not an address")
     if sender.kind == "session" and sender.address is None:
-        return "a session sender has no from.address"
+        return bad_field("from.address", "a session sender has no from.address")
     if sender.kind == "process" and sender.address is not None:
-        return "a process sender has no inbox, so no from.address"
+        return bad_field("from.address", "a process sender has no inbox, so no from.address")
     if message.reply_to is not None and not is_address(message.reply_to):
-        return "replyTo is not an address"
+        return bad_field("replyTo", "replyTo is not an address")
     if not is_message_id(message.id):
-        return "id is not <13 digits>-<8 hex>"
+        return bad_field("id", "id is not <13 digits>-<8 hex>")
     if message.sent_at < 0 or int(message.id[:13]) != message.sent_at:
-        return "id does not carry sentAt"
-    try:
-        sender.name.encode("utf-8")
-        (sender.cwd or "").encode("utf-8")
-    except UnicodeEncodeError:
-        return "text holds unpaired surrogates"
+        return bad_field("id", "id does not carry sentAt")
+    if not _is_text(sender.name):
+        return bad_field("from.name", _SURROGATES)
+    if not _is_text(sender.cwd or ""):
+        return bad_field("from.cwd", _SURROGATES)
     return None

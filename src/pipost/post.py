@@ -10,7 +10,7 @@ import os
 import time
 
 from pipost import files, format, mailbox, registry
-from pipost.message import BodyError, new_message, restamped
+from pipost.message import BodyError, EnvelopeError, new_message, restamped
 from pipost.refusals import BadEnvelope, MailboxFull, Refusal
 from pipost.registry import OsProcessTable
 from pipost.resolve import Caller, Target, resolve, resolve_all
@@ -145,8 +145,8 @@ class Post:
             checked = new_message(sender, body, self.clock(), reply_to=reply_to)
         except BodyError as refused:
             raise Refused(refused.refusal) from None
-        except ValueError as error:  # the envelope's rules
-            raise Refused(BadEnvelope(_envelope_field(str(error)), str(error))) from None
+        except EnvelopeError as error:  # the envelope's rules, naming the field
+            raise Refused(BadEnvelope(error.field, str(error))) from None
         # Resolving by address reads presence alone: the count that matters is the
         # deposit's, under the mailbox's lock.
         with DiskDirectory(self, self.clock(), count_mailboxes=False) as directory:
@@ -185,15 +185,6 @@ class Post:
         if not files.check_root(self.root):
             return sweep.SweepReport((), ())
         return sweep.sweep(self.root, self.clock(), self.processes)
-
-
-_ENVELOPE_FIELDS = ("from.name", "from.address", "from.cwd", "replyTo", "sentAt", "id")
-
-
-def _envelope_field(problem: str) -> str:
-    """The field an envelope rule's reason is about ("replyTo is not an address"),
-    the sender as a whole (``from``) when it names none (unpaired surrogates)."""
-    return next((field for field in _ENVELOPE_FIELDS if field in problem), "from")
 
 
 def _refuse_a_full_mailbox(top: files.Folder, targets: Sequence[Target]) -> None:

@@ -144,7 +144,7 @@ def decide(facts: Facts) -> Decision:
 class Outcome(Value):
     """What became of one letter a drain looked at (Host.drain returns them)."""
 
-    __slots__ = ("name", "action", "reason", "message_id")
+    __slots__ = ("name", "action", "reason", "message_id", "rejected")
     name: Final[str]
     """The letter's file name in the mailbox."""
     action: Final[Action]
@@ -152,11 +152,19 @@ class Outcome(Value):
     """Why it was set aside or dropped, as logged; why it failed or stayed queued."""
     message_id: Final[str | None]
     """The message's id; None for a letter that is not a message."""
+    rejected: Final[Rejected | None]
+    """For a letter set aside, why it is not a message (its code and facts)."""
 
     def __init__(
-        self, name: str, action: Action, reason: str | None = None, message_id: str | None = None
+        self,
+        name: str,
+        action: Action,
+        reason: str | None = None,
+        message_id: str | None = None,
+        rejected: Rejected | None = None,
     ) -> None:
         self.name = name
         self.action = action
         self.reason = reason
         self.message_id = message_id
+        self.rejected = rejected

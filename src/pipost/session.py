@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pipost import jsontext
 from pipost.address import address_of, is_address
-from pipost.message import Rejected
+from pipost.message import Rejected, bad_field
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -202,42 +202,46 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
     strs, and a bool is not an int here. A listing parses every record, so the
     checks are written to be cheap."""
     if len(raw) > RECORD_READ_LIMIT:
-        return Rejected("record is too large")
+        return Rejected("oversize", "record is too large", limit=RECORD_READ_LIMIT)
     try:
         data = jsontext.decode(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return Rejected("not JSON")
+    except UnicodeDecodeError:
+        return Rejected("not_utf8", "not JSON")
+    except RecursionError:
+        return Rejected("too_deep", "not JSON")
+    except ValueError:
+        return Rejected("not_json", "not JSON")
     if type(data) is not dict:
-        return Rejected("not a JSON object")
+        return Rejected("not_object", "not a JSON object")
     get = data.get
     if type(get("v")) is not int or data["v"] != VERSION:
-        return Rejected("v is not 1")
+        return bad_field("v", "v is not 1")
     # "\ud800" is valid JSON but no text: it would crash hashing and printing. Only
     # a \u escape can spell one, so a record without any needs no check.
     escaped = b"\\u" in raw
     for key in _TEXT_FIELDS:
         value = get(key)
         if type(value) is not str or not value:
-            return Rejected(f"{key} is not a non-empty string")
+            return bad_field(key, f"{key} is not a non-empty string")
         if escaped and not _is_utf8_text(value):
-            return Rejected(f"{key} holds unpaired surrogates")
+            return bad_field(key, f"{key} holds unpaired surrogates")
     started_at, last_seen = get("startedAt"), get("lastSeen")
     if type(started_at) is not int:
-        return Rejected("startedAt is not an integer")
+        return bad_field("startedAt", "startedAt is not an integer")
     if type(last_seen) is not int:
-        return Rejected("lastSeen is not an integer")
+        return bad_field("lastSeen", "lastSeen is not an integer")
     pid, pid_start = get("pid"), get("pidStart")
     if pid is not None and (type(pid) is not int or pid <= 0):
-        return Rejected("pid is not a positive integer")
+        return bad_field("pid", "pid is not a positive integer")
     if pid_start is not None and type(pid_start) is not str:
-        return Rejected("pidStart is not a string")
+        return bad_field("pidStart", "pidStart is not a string")
     if pid_start is not None and escaped and not _is_utf8_text(pid_start):
-        return Rejected("pidStart holds unpaired surrogates")
+        return bad_field("pidStart", "pidStart holds unpaired surrogates")
     address = data["address"]
     if not is_address(address) or address_of(data["sessionId"]) != address:
-        return Rejected("address is not the address of sessionId")
+        return bad_field("address", "address is not the address of sessionId")
     if file_name is not None and file_name != address + ".json":
-        return Rejected("file name is not the address")
+        return Rejected("id_mismatch", "file name is not the address")
     return Record(
         address=address,
         session_id=data["sessionId"],

@@ -20,7 +20,15 @@ import sys
 from pathlib import Path
 
 from pipost import files, host, mailbox, message
-from pipost.driver import DriverError, InProcessDriver, Json, RecordingContext, Result, serve
+from pipost.driver import (
+    DriverError,
+    InProcessDriver,
+    Json,
+    Receiving,
+    RecordingContext,
+    Result,
+    serve,
+)
 from pipost.message import Sender
 from pipost.resolve import Caller
 
@@ -72,11 +80,11 @@ class BrokenDriver(InProcessDriver):
             receipts.append({"address": address, "id": letter.id, "delivered": False})
         return {"receipts": receipts}
 
-    def _receiver(self, session_id: str) -> tuple[host.Host, RecordingContext]:
-        receiver, context = super()._receiver(session_id)
+    def _receiver(self, receiving: Receiving) -> host.Host:
+        receiver = super()._receiver(receiving)
         if "unlink-first" in self.faults:
-            receiver.context = UnlinkingFirst(context)
-        return receiver, context
+            receiver.context = UnlinkingFirst(receiving.context)
+        return receiver
 
 
 class UnlinkingFirst:

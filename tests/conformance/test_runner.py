@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = [sys.executable, str(REPO / "tools" / "conformance.py")]
 BROKEN = f"{sys.executable} {REPO / 'tests' / 'conformance' / 'broken_impl.py'}"
-FEATURES = ["delivery", "bad_input", "resolution"]
+FEATURES = ["receiving", "bad_input", "resolution"]
 SCENARIOS = [
     "oldest first",
     "still on disk",

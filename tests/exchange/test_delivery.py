@@ -1,7 +1,7 @@
 """Delivery between real processes: the sender learns the truth (INV-11), mail
 waits for a stopped session and is collected on restart (INV-04, INV-14), the
-resume mode decides whether start-up mail wakes (INV-20), and two receivers on
-one address never both take a message (INV-06)."""
+resume and inbound modes come from the listener's environment (INV-20), and two
+receivers on one address never both take a message (INV-06)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,29 @@ def test_with_resume_stage_start_up_mail_waits_for_the_first_prompt(exchange: Ex
     assert (at_start["id"], at_start["wake"]) == (waiting.message_id, False)
     assert live.outcome == "delivered"
     assert (while_running["id"], while_running["wake"]) == (live.message_id, True)
+
+
+def test_a_listener_started_with_inbound_refuse_drops_mail_and_pi_post_log_says_why(
+    exchange: Exchange,
+) -> None:
+    """The mode comes from the listener's environment; the drop log names the letter,
+    its sender and the reason, never the body (INV-05, INV-20)."""
+    listener = exchange.listen("refuser", env={"PI_POST_INBOUND": "refuse"})
+
+    receipt = exchange.send(listener.address, "the-secret-body-0815", label="cli-user").receipt()
+
+    exchange.until(lambda: exchange.queued(listener.address) == 0, "the letter is dropped")
+    assert listener.terminate() == 0
+    listener.finish_reading()
+    assert listener.printed_so_far() == [], "a refused message entered the context"
+    shown = exchange.run("log")
+    assert shown.returncode == 0, shown.stderr
+    [line] = shown.stdout.splitlines()
+    assert line.endswith(
+        f" {listener.address} {receipt.message_id}.json from cli-user: "
+        "refused: PI_POST_INBOUND=refuse"
+    ), line
+    assert "the-secret-body-0815" not in shown.stdout
 
 
 SENDERS = 4

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pipost import registry
 from tests.helpers import process_gone
 
 from .conftest import WAIT_S, Exchange
@@ -55,6 +56,8 @@ def test_sigterm_ends_a_running_command_and_leaves_its_message_queued(
     assert letter.exists(), "the message being handled was taken"
     assert exchange.queued(listener.address) == 1
     exchange.until(lambda: process_gone(child), "the command's child has ended")
+    record = registry.read(exchange.root, listener.address)
+    assert record is not None and record.pid is None, "the record is not kept, offline"
     assert listener.stderr() == (
         f"pi-post: listening as {listener.address}\n"
         f"pi-post: stopped; {listener.address} is offline\n"

@@ -192,10 +192,10 @@ def test_a_fault_of_resolve_is_not_held_against_a_send(monkeypatch: pytest.Monke
 class NoLoopGuard(InProcessDriver):
     """Its receiving sessions admit every message: no rate, no duplicate window."""
 
-    def _receiver(self, session_id: str) -> tuple[host.Host, driver.RecordingContext]:
-        receiver, context = super()._receiver(session_id)
+    def _receiver(self, receiving: driver.Receiving) -> host.Host:
+        receiver = super()._receiver(receiving)
         receiver._guard = AdmitsAll()
-        return receiver, context
+        return receiver
 
 
 class AdmitsAll(policy.LoopGuard):

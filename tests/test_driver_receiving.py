@@ -1,0 +1,364 @@
+"""The driver's receiving side (docs/conformance.md, ``deliver`` and ``race``): named
+receivers of a session, ledger and plain contexts, a crash between entry and
+unlink and the restart that keeps the context, a disk that refuses unlinks, the
+resume mode, the poll, retries on the world's clock, and drops as codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pipost import droplog
+from pipost.driver import (
+    DriverError,
+    InProcessDriver,
+    Json,
+    Result,
+    SubprocessDriver,
+    ValidatingDriver,
+)
+
+SESSION = "bob-session"
+
+
+@pytest.fixture
+def driver(tmp_path: Path) -> InProcessDriver:
+    world = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    world.call("register", session_id=SESSION, cwd=str(tmp_path), name="bob")
+    return world
+
+
+def send(driver: InProcessDriver, body: str, label: str = "process:tester") -> str:
+    """Send ``body`` to bob from the process ``label``; one ms per send keeps ids in order."""
+    driver.call("advance_clock", ms=1)
+    result = driver.call("send", targets=["bob"], body=body, cwd="/", label=label)
+    receipt = listed(result["receipts"])[0]
+    assert isinstance(receipt, dict) and isinstance(receipt["id"], str)
+    return receipt["id"]
+
+
+def listed(value: Json) -> list[Json]:
+    assert isinstance(value, list), value
+    return value
+
+
+def entries(result: Json) -> list[dict[str, Json]]:
+    """The entries a receiver reported entered, in a deliver's (or a race's) result."""
+    assert isinstance(result, dict), result
+    found = [entry for entry in listed(result["entered"]) if isinstance(entry, dict)]
+    assert len(found) == len(listed(result["entered"])), result
+    return found
+
+
+def field_of(entry: dict[str, Json], name: str) -> Json:
+    """A field of the message an entry carries."""
+    sent = entry["message"]
+    assert isinstance(sent, dict), entry
+    return sent[name]
+
+
+def bodies(result: Result) -> list[str]:
+    return [str(field_of(entry, "body")) for entry in entries(result)]
+
+
+def queued(driver: InProcessDriver) -> int:
+    address = driver.call("address_of", session_id=SESSION)["address"]
+    count = driver.call("count", address=address)["count"]
+    assert isinstance(count, int)
+    return count
+
+
+# -- a crash between entry and unlink, and the restart --------------------------------
+
+
+def test_a_receiver_with_a_ledger_restarts_after_a_crash_and_only_unlinks(
+    driver: InProcessDriver,
+) -> None:
+    send(driver, "exactly once")
+    crashed = driver.call("deliver", session_id=SESSION, crash="after_entry")
+    assert crashed["crashed"] is True
+    assert bodies(crashed) == ["exactly once"]
+    assert queued(driver) == 1, "the crash came before the unlink"
+
+    restarted = driver.call("deliver", session_id=SESSION)
+
+    assert bodies(restarted) == []
+    assert queued(driver) == 0
+    assert "crashed" not in restarted
+
+
+def test_a_plain_context_enters_the_message_again_after_the_crash_once(
+    driver: InProcessDriver,
+) -> None:
+    send(driver, "at least once")
+    driver.call("deliver", session_id=SESSION, context="plain", crash="after_entry")
+
+    restarted = driver.call("deliver", session_id=SESSION)
+
+    assert bodies(restarted) == ["at least once"]
+    assert queued(driver) == 0
+    assert bodies(driver.call("deliver", session_id=SESSION)) == []
+
+
+def test_a_crash_asked_for_when_nothing_enters_does_not_happen(driver: InProcessDriver) -> None:
+    result = driver.call("deliver", session_id=SESSION, crash="after_entry")
+    assert result == {"entered": [], "dropped": [], "set_aside": [], "crashed": False}
+    send(driver, "still running")
+    assert bodies(driver.call("deliver", session_id=SESSION)) == ["still running"]
+
+
+def test_a_crash_leaves_the_letters_after_the_entry_queued_and_drops_their_claims(
+    driver: InProcessDriver,
+) -> None:
+    first, second = send(driver, "one", "process:a"), send(driver, "two", "process:b")
+    driver.call("deliver", session_id=SESSION, crash="after_entry")
+
+    other = driver.call("deliver", session_id=SESSION, receiver="another", context="plain")
+
+    # The dead receiver's lock on the first letter ended with it: another takes both.
+    entered = [str(field_of(e, "id")) for e in entries(other)]
+    assert entered == [first, second]
+
+
+# -- two receivers, and a disk that refuses unlinks ------------------------------------
+
+
+def test_a_letter_whose_unlink_is_refused_stays_claimed_and_goes_at_the_next_try(
+    driver: InProcessDriver,
+) -> None:
+    send(driver, "enter me once")
+    first = driver.call(
+        "deliver", session_id=SESSION, receiver="one", context="plain", fail_unlink=1
+    )
+    assert bodies(first) == ["enter me once"] and queued(driver) == 1
+    driver.call("advance_clock", ms=11_000)  # past the loop guard: it cannot hide a repeat
+
+    other = driver.call("deliver", session_id=SESSION, receiver="two", context="plain")
+    again = driver.call("deliver", session_id=SESSION, receiver="one")
+
+    assert bodies(other) == [] and bodies(again) == []
+    assert queued(driver) == 0
+
+
+def test_unlinks_refused_past_a_crash_end_with_the_receiver(driver: InProcessDriver) -> None:
+    send(driver, "held, then let go")
+    driver.call("deliver", session_id=SESSION, context="plain", fail_unlink=1)
+    send(driver, "the crash comes here", "process:other")
+    # The disk still refuses the held letter's unlink when the receiver dies.
+    driver.call("deliver", session_id=SESSION, crash="after_entry", fail_unlink=1)
+    driver.call("advance_clock", ms=11_000)
+
+    other = driver.call("deliver", session_id=SESSION, receiver="survivor", context="plain")
+
+    assert bodies(other) == ["held, then let go", "the crash comes here"]
+
+
+def test_receivers_racing_on_one_address_enter_each_letter_once(driver: InProcessDriver) -> None:
+    sent = [send(driver, f"letter {n}", f"process:sender-{n}") for n in range(40)]
+
+    result = driver.call(
+        "race", session_id=SESSION, receivers=["one", "two", "three"], context="plain"
+    )
+
+    runs = listed(result["receivers"])
+    assert len(runs) == 3
+    entered = [str(field_of(e, "id")) for run in runs for e in entries(run)]
+    assert Counter(entered) == Counter(sent)
+    assert queued(driver) == 0
+
+
+# -- modes, retries, the poll ----------------------------------------------------------
+
+
+def test_start_up_mail_is_staged_with_resume_stage_and_live_mail_wakes(
+    driver: InProcessDriver,
+) -> None:
+    send(driver, "waiting")
+    at_start = driver.call("deliver", session_id=SESSION, resume=" STAGE ")
+    send(driver, "live", "process:other")
+    live = driver.call("deliver", session_id=SESSION, resume="stage")
+
+    assert [e["wake"] for e in entries(at_start)] == [False]
+    assert [e["wake"] for e in entries(live)] == [True]
+
+
+def test_a_failed_entry_is_retried_once_the_worlds_clock_passed_its_delay(
+    driver: InProcessDriver,
+) -> None:
+    send(driver, "try again")
+    assert bodies(driver.call("deliver", session_id=SESSION, fail=1)) == []
+    assert bodies(driver.call("deliver", session_id=SESSION)) == [], "retried before its delay"
+    driver.call("advance_clock", ms=1_000)
+    assert bodies(driver.call("deliver", session_id=SESSION)) == ["try again"]
+
+
+def test_a_drain_on_the_poll_tick_takes_what_no_event_announced(driver: InProcessDriver) -> None:
+    send(driver, "unannounced")
+    assert bodies(driver.call("deliver", session_id=SESSION, trigger="poll")) == ["unannounced"]
+
+
+# -- drops, as codes -------------------------------------------------------------------
+
+
+def test_drops_give_the_code_and_facts_of_their_rule_and_pipost_words_as_text(
+    driver: InProcessDriver, tmp_path: Path
+) -> None:
+    refused = send(driver, "no thanks")
+    by_mode = driver.call("deliver", session_id=SESSION, inbound="refuse")
+    send(driver, "echo", "process:looper")
+    driver.call("deliver", session_id=SESSION)
+    echo = send(driver, "echo", "process:looper")
+    by_guard = driver.call("deliver", session_id=SESSION)
+    for n in range(8):
+        send(driver, f"update {n}", "process:chatty")
+    over = send(driver, "one too many", "process:chatty")
+    by_rate = driver.call("deliver", session_id=SESSION)
+
+    assert by_mode["dropped"] == [
+        {
+            "name": f"{refused}.json",
+            "reason": {"code": "inbound_refused", "text": "refused: PI_POST_INBOUND=refuse"},
+        }
+    ]
+    assert by_guard["dropped"] == [
+        {
+            "name": f"{echo}.json",
+            "reason": {
+                "code": "loop_guard",
+                "text": "duplicate: identical body within 10 s",
+                "rule": "duplicate",
+                "window_ms": 10_000,
+            },
+        }
+    ]
+    assert listed(by_rate["dropped"])[-1] == {
+        "name": f"{over}.json",
+        "reason": {
+            "code": "loop_guard",
+            "text": "rate: over 8 messages in 30 s",
+            "rule": "rate",
+            "window_ms": 30_000,
+            "limit": 8,
+        },
+    }
+    logged = [drop.reason for drop in droplog.read(tmp_path / "post")]
+    assert logged[:2] == [
+        "refused: PI_POST_INBOUND=refuse",
+        "duplicate: identical body within 10 s",
+    ]
+
+
+# -- misuse ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ({"crash": "before_entry"}, 'deliver: crash must be "after_entry"'),
+        ({"trigger": "inotify"}, 'deliver: trigger must be "event" or "poll"'),
+        ({"context": "transcript"}, 'deliver: context must be "ledger" or "plain"'),
+        ({"fail_unlink": -1}, "deliver: fail and fail_unlink count"),
+    ],
+)
+def test_a_misused_deliver_is_an_error(
+    driver: InProcessDriver, args: dict[str, Json], error: str
+) -> None:
+    with pytest.raises(DriverError, match=error):
+        driver.call("deliver", session_id=SESSION, **args)
+
+
+def test_a_receivers_context_and_session_are_fixed_when_it_first_runs(
+    driver: InProcessDriver,
+) -> None:
+    driver.call("deliver", session_id=SESSION, receiver="one", context="plain")
+    with pytest.raises(DriverError, match="is not 'ledger'"):
+        driver.call("deliver", session_id=SESSION, receiver="one", context="ledger")
+    with pytest.raises(DriverError, match="receives for another session"):
+        driver.call("deliver", session_id="alice-session", receiver="one")
+    with pytest.raises(DriverError, match="two or more receivers"):
+        driver.call("race", session_id=SESSION, receivers=["one", "one"])
+
+
+# -- the protocol's schema ------------------------------------------------------------
+
+
+def test_the_receiving_traffic_validates_against_the_protocols_schema(tmp_path: Path) -> None:
+    world = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    checked = ValidatingDriver(world)
+    checked.call("register", session_id=SESSION, cwd=str(tmp_path), name="bob")
+    for n in range(3):
+        checked.call("send", targets=["bob"], body="same", cwd="/", label=f"process:p{n % 2}")
+    checked.call("deliver", session_id=SESSION, resume="stage", trigger="poll", fail_unlink=1)
+    checked.call("send", targets=["bob"], body="later", cwd="/")
+    checked.call("deliver", session_id=SESSION, context="ledger", crash="after_entry")
+    checked.call("deliver", session_id=SESSION, inbound="refuse")
+    checked.call("send", targets=["bob"], body="raced", cwd="/")
+    result = checked.call("race", session_id=SESSION, receivers=["one", "two"], context="plain")
+    assert len(listed(result["receivers"])) == 2
+
+
+ENTRY = {"message": {}, "text": "t", "on_disk": True}
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "result", "path"),
+    [
+        (
+            "deliver",
+            {"session_id": "a"},
+            {"entered": [ENTRY], "dropped": [], "set_aside": []},
+            "$.result.entered[0]",
+        ),
+        ("deliver", {"session_id": "a", "crash": "before_entry"}, {}, "$.args.crash"),
+        ("deliver", {"session_id": "a", "context": "transcript"}, {}, "$.args.context"),
+        (
+            "deliver",
+            {"session_id": "a"},
+            {
+                "entered": [],
+                "dropped": [{"name": "x.json", "reason": {"code": "loop_guard", "text": "t"}}],
+                "set_aside": [],
+            },
+            "$.result.dropped[0].reason",
+        ),
+        ("race", {"session_id": "a", "receivers": ["one"]}, {}, "$.args.receivers"),
+        (
+            "race",
+            {"session_id": "a", "receivers": ["one", "two"]},
+            {"receivers": [{"entered": []}]},
+            "$.result.receivers[0]",
+        ),
+    ],
+)
+def test_the_schema_catches_a_receiving_request_or_answer_that_breaks_the_protocol(
+    op: str, args: dict[str, Json], result: Result, path: str
+) -> None:
+    class Answers:
+        def call(self, op: str, **args: Json) -> Result:
+            return result
+
+    with pytest.raises(DriverError, match=re.escape(f"breaks the protocol at {path}:")):
+        ValidatingDriver(Answers()).call(op, **args)
+
+
+# -- over JSON lines -------------------------------------------------------------------
+
+
+def test_a_crash_and_its_restart_go_through_pi_post_driver(tmp_path: Path) -> None:
+    remote = SubprocessDriver([sys.executable, "-m", "pipost", "driver"], timeout_s=30)
+    try:
+        remote.open(tmp_path / "post", home=str(tmp_path))
+        remote.call("register", session_id=SESSION, cwd=str(tmp_path), name="bob")
+        remote.call("send", targets=["bob"], body="across the pipe", cwd="/")
+        crashed = remote.call("deliver", session_id=SESSION, crash="after_entry")
+        restarted = remote.call("deliver", session_id=SESSION)
+    finally:
+        remote.close()
+    assert crashed["crashed"] is True
+    assert json.loads(json.dumps(bodies(crashed))) == ["across the pipe"]
+    assert bodies(restarted) == []
