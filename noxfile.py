@@ -4,6 +4,8 @@
 checks, unit/property tests and behave features in sequence in one venv.
 """
 
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -98,10 +100,13 @@ def mutants(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """The specification against an implementation, with an INV matrix (SPEC 11):
     nox -s conformance -- --impl "pi-post driver" --report matrix.md
-    nox -s conformance -- --cli "node bin/pi-post.mjs" --report matrix.html
-    (docs/conformance.md; python tools/conformance.py --help lists the options)."""
+    nox -f ../pipost/noxfile.py -s conformance -- --impl "node shim.mjs" --json report.json
+    (docs/conformance.md; python tools/conformance.py --help lists the options).
+    COMMAND and the report paths are taken from the folder nox was started in."""
     _install(session)
-    session.run("python", "tools/conformance.py", *session.posargs)
+    runner = str(Path(__file__).resolve().parent / "tools" / "conformance.py")
+    with session.chdir(session.invoked_from):
+        session.run("python", runner, *session.posargs)
 
 
 @nox.session

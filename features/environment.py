@@ -10,7 +10,7 @@ What runs the scenarios is chosen with behave's userdata:
     (nothing)             pipost in this process, its command line (@cli) included
     -D impl="<command>"   the driver scenarios talk to <command> over JSON lines
     -D cli="<command>"    the @cli scenarios run <command> (a CLI as in SPEC 8)
-    -D skip_log=<file>    one JSON line per skipped scenario, with the reason
+    -D verdicts=<file>    verdicts per assertion: one JSON line per scenario
     -D validate=1         check every request and answer against the protocol's
                           schema (or PIPOST_VALIDATE=1, as tools/conformance.py sets)
     -D timeout=<seconds>  how long a call to impl may take (or PIPOST_TIMEOUT; 60)
@@ -23,11 +23,21 @@ step drives pipost itself in this process (a step module that imports pipost
 beyond its driver) or calls an operation the implementation's ``capabilities``
 leave out; which operations a step calls is read from the step modules' source,
 through the helpers they call.
+
+With verdicts (tools/conformance.py asks for them), a failed assertion of a
+``@then`` step marked with ``@checks`` is recorded against the invariants it
+names and the scenario goes on; any other failure ends the scenario as an error
+(an unanswered call: a timeout; an operation not offered: unsupported). Each
+line holds the scenario's id, tier and invariants, every assertion with its
+outcome, how the scenario stopped, and its driver exchange. Without verdicts a
+scenario fails at its first failed assertion, as behave does.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import inspect
 import json
 import os
 import shlex
@@ -35,18 +45,32 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from behave.model import Scenario
+from behave.model import Feature, Scenario, Step
 from behave.runner import Context
 from behave.step_registry import StepRegistry
 
-from pipost.driver import Driver, SubprocessDriver, open_driver
+from pipost.driver import (
+    CallTimedOut,
+    Driver,
+    DriverError,
+    Json,
+    Result,
+    SubprocessDriver,
+    TransportError,
+    open_driver,
+    pipost_implementation,
+)
 
 STEPS = Path(__file__).parent / "steps"
-# Steps share the test suite's helpers (tests/helpers.py) rather than copies of them.
+# Steps share the test suite's helpers (tests/helpers.py) rather than copies of them, and
+# the scenarios' ids and tiers come from the runner (tools/conformance.py), as --list gives them.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from conformance import Listed, list_feature  # noqa: E402
+
 CLI_TAG = "cli"
 PIPOST_ONLY_TAG = "pipost-only"
 """A command-line scenario of what pipost adds beyond SPEC 8 (doctor, --json)."""
@@ -112,23 +136,85 @@ def _imports_pipost_itself(node: ast.stmt) -> bool:
     return False
 
 
+Exchange = list[dict[str, Json]]
+EXCHANGE_TEXT = 300
+"""Longer strings of a recorded call are cut to this many characters."""
+
+
+def _shortened(value: Json) -> Json:
+    if isinstance(value, str) and len(value) > EXCHANGE_TEXT:
+        return value[:EXCHANGE_TEXT] + f"… ({len(value)} characters)"
+    if isinstance(value, list):
+        return [_shortened(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shortened(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class Recorder:
+    """The driver exchange of the scenario being run."""
+
+    exchange: Exchange = field(default_factory=list)
+
+    def record(self, op: str, args: dict[str, Json], call: Callable[[], Result]) -> Result:
+        entry: dict[str, Json] = {"op": op, "args": _shortened(args)}
+        self.exchange.append(entry)
+        try:
+            result = call()
+        except DriverError as error:
+            entry["error"] = f"{type(error).__name__}: {error}"
+            raise
+        entry["result"] = _shortened(result)
+        return result
+
+    def last_op(self) -> str | None:
+        return str(self.exchange[-1]["op"]) if self.exchange else None
+
+
+class RecordedDriver:
+    """pipost in this process, its calls recorded."""
+
+    def __init__(self, driver: Driver, recorder: Recorder) -> None:
+        self.driver = driver
+        self.recorder = recorder
+
+    def call(self, op: str, **args: Json) -> Result:
+        return self.recorder.record(op, args, lambda: self.driver.call(op, **args))
+
+
+class RecordedSubprocessDriver(SubprocessDriver):
+    """The transport to an implementation, its calls recorded, ``open`` included."""
+
+    def __init__(
+        self, command: str, recorder: Recorder, *, timeout_s: float, validate: bool
+    ) -> None:
+        super().__init__(command, timeout_s=timeout_s, validate=validate)
+        self.recorder = recorder
+
+    def call(self, op: str, **args: Json) -> Result:
+        return self.recorder.record(op, args, lambda: SubprocessDriver.call(self, op, **args))
+
+
 @dataclass
 class Implementation:
     """The implementation under test, as the scenarios meet it."""
 
     open_driver: Callable[[Path, str], Driver]
-    """(root, home) → a driver over a fresh world at root."""
+    """(root, home) → a driver over a fresh world at root, its calls recorded."""
     cli: list[str] | None
     """The command line of the @cli scenarios; None: pipost's, in this process."""
     run_cli: bool
     """Whether the @cli scenarios run at all."""
-    external: SubprocessDriver | None
+    external: RecordedSubprocessDriver | None
     """The transport to an implementation given with impl; None: pipost in this process."""
     capabilities: set[str] | None
     """The operations an external implementation offers; None: pipost, all of them."""
     cli_only: bool
     """Only a command line is under test: nothing else can run."""
-    skip_log: Path | None
+    about: Json
+    """The implementation's name, version and language, as far as it says."""
+    recorder: Recorder
 
     def reason_to_skip(
         self, scenario: Scenario, source: StepSource, steps: StepRegistry
@@ -148,10 +234,11 @@ class Implementation:
             match = steps.find_match(step)
             if match is None:
                 return None  # undefined: let behave report it
-            module = Path(match.func.__code__.co_filename).name
+            function = inspect.unwrap(match.func)  # a judged step: the step as written
+            module = Path(function.__code__.co_filename).name
             if module in source.in_process:
                 return f"drives pipost itself in this process ({module}), not through the driver"
-            functions.append(match.func.__name__)
+            functions.append(function.__name__)
         missing = set().union(*(source.ops_needed(f) for f in functions)) - self.capabilities
         if missing:
             return "the implementation does not offer: " + ", ".join(sorted(missing))
@@ -160,20 +247,23 @@ class Implementation:
 
 def _implementation(userdata: dict[str, str]) -> Implementation:
     impl, cli = userdata.get("impl"), userdata.get("cli")
-    skip_log = Path(userdata["skip_log"]) if userdata.get("skip_log") else None
+    recorder = Recorder()
     validate = (userdata.get("validate") or os.environ.get("PIPOST_VALIDATE")) == "1"
     timeout_s = float(userdata.get("timeout") or os.environ.get("PIPOST_TIMEOUT") or 60)
     if not impl:
         return Implementation(
-            open_driver=lambda root, home: open_driver(root, home=home, validate=validate),
+            open_driver=lambda root, home: RecordedDriver(
+                open_driver(root, home=home, validate=validate), recorder
+            ),
             cli=shlex.split(cli) if cli else None,
             run_cli=True,
             external=None,
             capabilities=None,
             cli_only=bool(cli),
-            skip_log=skip_log,
+            about=None if cli else pipost_implementation(),  # a CLI says nothing of itself
+            recorder=recorder,
         )
-    external = SubprocessDriver(impl, timeout_s=timeout_s, validate=validate)
+    external = RecordedSubprocessDriver(impl, recorder, timeout_s=timeout_s, validate=validate)
     probe = Path(tempfile.mkdtemp(prefix="pipost-capabilities-"))
     try:
         external.open(probe / "post", home=str(probe))
@@ -193,13 +283,106 @@ def _implementation(userdata: dict[str, str]) -> Implementation:
         external=external,
         capabilities={str(op) for op in ops},
         cli_only=False,
-        skip_log=skip_log,
+        about=external.implementation,
+        recorder=recorder,
     )
+
+
+# -- verdicts per assertion (with -D verdicts) ----------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """What the scenario being run has shown so far."""
+
+    step: str = ""
+    """The step running, as the feature says it."""
+    assertions: list[dict[str, Json]] = field(default_factory=list)
+    unmarked: str = ""
+    """An assertion step that failed without naming its invariants."""
+
+
+def judged(function: Callable[..., None]) -> Callable[..., None]:
+    """An assertion step that records its outcome against the invariants it names
+    (``@checks``); a failed assertion of a marked step lets the scenario go on."""
+    invariants: tuple[str, ...] = getattr(function, "invariants", ())
+
+    @functools.wraps(function)
+    def step(context: Context, *args: object, **kwargs: object) -> None:
+        verdict: Verdict = context.verdict
+        try:
+            function(context, *args, **kwargs)
+        except AssertionError as error:
+            if not invariants:
+                verdict.unmarked = verdict.step
+                raise
+            said = f"{verdict.step}: {error}"
+            verdict.assertions.append(
+                {
+                    "step": verdict.step,
+                    "invariants": list(invariants),
+                    "passed": False,
+                    "error": said,
+                }
+            )
+            return
+        verdict.assertions.append(
+            {"step": verdict.step, "invariants": list(invariants), "passed": True, "error": ""}
+        )
+
+    return step
+
+
+def judge_assertions(steps: StepRegistry) -> None:
+    """Every ``@then`` step (and any generic step marked ``@checks``) is judged."""
+    for kind, matchers in steps.steps.items():
+        for matcher in matchers:
+            if kind == "then" or hasattr(matcher.func, "invariants"):
+                matcher.func = judged(matcher.func)
+
+
+def stopped(
+    context: Context, scenario: Scenario, implementation: Implementation
+) -> dict[str, Json] | None:
+    """How the scenario ended early, if it did: unsupported, error or timeout."""
+    if "skip_reason" in context:
+        return {"outcome": "unsupported", "error": str(context.skip_reason)}
+    if scenario.hook_failed:
+        return {"outcome": "error", "error": "a hook of features/environment.py failed"}
+    for step in scenario.all_steps:
+        if not step.status.has_failed():
+            continue
+        said = f"{step.keyword} {step.name}"
+        error = step.exception
+        if error is None:
+            return {"outcome": "error", "error": f"{said}: {step.status.name} step"}
+        text = f"{said}: {type(error).__name__}: {error}"
+        if isinstance(error, CallTimedOut):
+            return {"outcome": "timeout", "error": text}
+        op = implementation.recorder.last_op()
+        offered = implementation.capabilities
+        if isinstance(error, DriverError) and offered is not None and op not in offered:
+            return {"outcome": "unsupported", "error": f"the implementation does not offer: {op}"}
+        if isinstance(error, AssertionError):
+            why = (
+                "the step names no invariant (@checks)"
+                if context.verdict.unmarked == said
+                else "a step that is not an assertion failed"
+            )
+            return {"outcome": "error", "error": f"{said}: {why}: {error}"}
+        return {"outcome": "error", "error": text}
+    return None
 
 
 def before_all(context: Context) -> None:
     context.implementation = _implementation(context.config.userdata)
     context.step_source = StepSource.read(STEPS)
+    verdicts = context.config.userdata.get("verdicts")
+    context.verdicts = Path(verdicts) if verdicts else None
+    if context.verdicts is not None:
+        judge_assertions(context._runner.step_registry)
+        run = {"kind": "run", "implementation": context.implementation.about}
+        context.verdicts.write_text(json.dumps(run) + "\n", encoding="utf-8")
 
 
 def after_all(context: Context) -> None:
@@ -210,16 +393,19 @@ def after_all(context: Context) -> None:
         implementation.external.close()
 
 
+def before_feature(context: Context, feature: Feature) -> None:
+    context.listed = {id(scenario): listed for scenario, listed in list_feature(feature)}
+
+
 def before_scenario(context: Context, scenario: Scenario) -> None:
     implementation: Implementation = context.implementation
+    implementation.recorder.exchange = []
+    context.verdict = Verdict()
     # The registry the runner matches steps with (behave replaces the module's own).
     steps: StepRegistry = context._runner.step_registry
     reason = implementation.reason_to_skip(scenario, context.step_source, steps)
     if reason is not None:
-        if implementation.skip_log is not None:
-            with implementation.skip_log.open("a", encoding="utf-8") as log:
-                entry = {"location": str(scenario.location), "reason": reason}
-                log.write(json.dumps(entry) + "\n")
+        context.skip_reason = reason
         scenario.skip(reason)  # type: ignore[no-untyped-call]  # behave.model has no types here
         return
     # Canonical, so that paths a scenario expects compare equal to the realpaths
@@ -227,3 +413,30 @@ def before_scenario(context: Context, scenario: Scenario) -> None:
     scratch = Path(os.path.realpath(tempfile.mkdtemp(prefix="pipost-feature-")))
     context.scratch = scratch
     context.add_cleanup(shutil.rmtree, scratch)
+
+
+def before_step(context: Context, step: Step) -> None:
+    context.verdict.step = f"{step.keyword} {step.name}"
+
+
+def after_scenario(context: Context, scenario: Scenario) -> None:
+    implementation: Implementation = context.implementation
+    ending = stopped(context, scenario, implementation)
+    if implementation.external is not None and any(
+        isinstance(step.exception, TransportError) for step in scenario.all_steps
+    ):
+        # An answer may still come, or the stream is out of step with the requests:
+        # the next scenario starts the implementation afresh.
+        implementation.external.close()
+    if context.verdicts is None:
+        return
+    listed: Listed = context.listed[id(scenario)]
+    line = {
+        "kind": "scenario",
+        **asdict(listed),
+        "assertions": context.verdict.assertions,
+        "stopped": ending,
+        "exchange": implementation.recorder.exchange,
+    }
+    with context.verdicts.open("a", encoding="utf-8") as verdicts:
+        verdicts.write(json.dumps(line) + "\n")

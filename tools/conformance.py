@@ -1,20 +1,27 @@
-"""Run the specification against an implementation and write the INV matrix (SPEC 11).
+"""Run the specification against an implementation and report its verdicts (SPEC 11).
 
-    python tools/conformance.py [--impl COMMAND] [--cli COMMAND] [--report FILE]
-                                [--features PATH ...] [--name REGEX] [--no-machines]
+    python tools/conformance.py [--impl COMMAND] [--cli COMMAND] [--features PATH ...]
+                                [--name REGEX] [--no-machines] [--list]
+                                [--report FILE] [--json FILE] [--junit FILE]
+                                [--expect FILE] [--write-expectations FILE]
+                                [--require INV-NN|must ...]
 
 ``--impl`` runs the driver scenarios against the implementation that COMMAND
 serves over JSON lines (docs/conformance.md), ``--cli`` the command-line scenarios
-against a CLI as in SPEC 8; with neither, pipost runs in this process. Scenarios
-the implementation cannot run are skipped with the reason, and reported apart
-from failures. The state machines of tests/invariants that honour PIPOST_IMPL run
-too, on a small budget (the Hypothesis profile "conformance" of
-tests/invariants/conftest.py).
+against a CLI as in SPEC 8; with neither, pipost runs in this process. COMMAND
+runs from the folder the kit was started in. The state machines of
+tests/invariants that honour PIPOST_IMPL run too, on a small budget.
 
-``--report`` writes the matrix: one row per invariant, pass / fail / skip, with
-the failing scenarios or the reasons for skipping — Markdown, or a small HTML
-page when FILE ends in .html. Exits 1 when anything failed, 2 when the run itself
-broke (behave wrote no results), else 0.
+Verdicts are per assertion: a failed assertion counts against the invariants its
+step names (``@checks``) and the scenario goes on; a failing Given/When, an error
+answer or a crash of the implementation is an *error* of the scenario, an
+unanswered call a *timeout*, an operation the implementation does not offer
+*unsupported*. Each scenario is MUST or SHOULD; the matrix shows both results per
+invariant, and the implementation conforms to v1 when every MUST row passes.
+
+Exit status: 0 when no MUST scenario failed, errored or timed out, something was
+checked, no expected failure passed, and every ``--require``d row passed; 1
+otherwise; 2 when the run itself broke.
 """
 
 from __future__ import annotations
@@ -24,18 +31,26 @@ import html
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
+import textwrap
+import xml.etree.ElementTree as ElementTree
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+FEATURES = REPO / "features"
 MACHINES = REPO / "tests" / "invariants"
+IN_FOLDER = Path(__file__).resolve().parent / "in_folder.py"
 MACHINE_PROFILE = "conformance"
 OUTPUT_TAIL_LINES = 30
+EXCHANGE_SHOWN = 12
+"""The last calls of a scenario's driver exchange that the Markdown and HTML reports show."""
 
 INVARIANTS = {
     "INV-01": "an address is a pure function of the session id",
@@ -62,117 +77,433 @@ INVARIANTS = {
     "INV-22": "a hostile filesystem is refused, not followed",
     "INV-23": "failures are contained",
 }
-_INV_TAG = re.compile(r"INV-\d\d")
-_FAILED = {"failed", "error", "hook_error", "cleanup_error", "undefined", "untested", "pending"}
+TIERS = ("must", "should")
+DEFAULT_TIER = "must"
+"""The tier a scenario without a valid tier counts in (a kit defect, reported): a
+failure is never hidden by a missing tag."""
+PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED = "pass", "fail", "error", "timeout", "unsupported"
+EXPECTED_FAIL, UNEXPECTED_PASS = "expected-fail", "unexpected-pass"
+OUTCOMES = (PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED, EXPECTED_FAIL, UNEXPECTED_PASS)
+NOT_PASSING = (FAIL, ERROR, TIMEOUT)
+"""What an implementation did wrong: each of these is a MUST scenario's breach."""
+WORST_FIRST = (FAIL, ERROR, TIMEOUT, UNEXPECTED_PASS, EXPECTED_FAIL, PASS, UNSUPPORTED)
+"""How a row's results combine: the first of these that occurs is the row's."""
+CHECKED = (PASS, FAIL, EXPECTED_FAIL, UNEXPECTED_PASS)
+"""Results of an item whose assertions ran to a verdict."""
+_INV = re.compile(r"INV-\d\d")
+_BRACKETED = re.compile(r"\[(INV-\d\d(?:[ ,]+INV-\d\d)*)\]")
+_MACHINE_TIER = re.compile(r"^Tier: *(\w+) *$", re.MULTILINE)
+
+
+# -- what a scenario is: its id, its tier, its invariants ---------------------------------------
+
+
+def slug(name: str) -> str:
+    """``"A body over the cap (<count>)"`` → ``a-body-over-the-cap-count``."""
+    return "-".join(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def scenario_id(feature_file: str, name: str, row: int | None = None) -> str:
+    """The stable id of a scenario (protocol §4): ``<feature stem>/<slug of its
+    name>``, and ``@<row>`` for a row of an outline (counted over its examples)."""
+    found = f"{Path(feature_file).stem}/{slug(name)}"
+    return found if row is None else f"{found}@{row}"
+
+
+def tier_of(own_tags: Iterable[str], inherited_tags: Iterable[str]) -> tuple[str, str]:
+    """The tier and, when the tags do not give exactly one, the kit defect: the
+    scenario's own tier tag wins over its feature's."""
+    for tags in (set(own_tags), set(inherited_tags)):
+        tiers = sorted(tags & set(TIERS))
+        if len(tiers) == 1:
+            return tiers[0], ""
+        if tiers:
+            return DEFAULT_TIER, "tagged both @must and @should"
+    return DEFAULT_TIER, "no tier tag (@must or @should)"
 
 
 @dataclass(frozen=True)
-class Scenario:
+class Listed:
+    """A scenario of the kit, as the run lists and reports it."""
+
+    id: str
     name: str
     location: str
+    tags: tuple[str, ...]
+    tier: str
+    tier_defect: str
     invariants: tuple[str, ...]
-    status: str
-    """passed, failed or skipped (errors and undefined steps count as failed)."""
-    reason: str = ""
-    """Why it was skipped, or the first error of a failure."""
+
+
+def list_feature(feature: Any) -> list[tuple[Any, Listed]]:
+    """Each scenario of a parsed behave feature, an outline's rows included, with
+    what the run knows of it."""
+    found: list[tuple[Any, Listed]] = []
+    outline, row = None, 0
+    for item in feature.walk_scenarios(with_outlines=True):
+        if hasattr(item, "examples"):
+            outline, row = item, 0
+            continue
+        in_outline = outline is not None and any(item is s for s in outline.scenarios)
+        row = row + 1 if in_outline else 0
+        name = str(outline.name if in_outline and outline is not None else item.name).strip()
+        own = [str(tag) for tag in item.tags]
+        effective = [str(tag) for tag in item.effective_tags]
+        tier, defect = tier_of(own, set(effective) - set(own))
+        listed = Listed(
+            id=scenario_id(str(feature.filename), name, row if in_outline else None),
+            name=str(item.name).strip(),
+            location=f"{_relative(str(item.location.filename))}:{item.location.line}",
+            tags=tuple(sorted(set(effective))),
+            tier=tier,
+            tier_defect=defect,
+            invariants=tuple(sorted({t for t in effective if _INV.fullmatch(t)})),
+        )
+        found.append((item, listed))
+    return found
+
+
+def _relative(file_name: str) -> str:
+    """A feature file's name below the repository, as the reports show it."""
+    path = Path(file_name).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else file_name
+
+
+def listed_scenarios(features: Sequence[str], name: str | None) -> list[Listed]:
+    """The scenarios a run of these features (and name filter) would run."""
+    from behave.parser import parse_file  # only this command needs behave itself
+
+    pattern = re.compile(name) if name else None
+    paths: list[Path] = []
+    for given in features or [str(FEATURES)]:
+        path = Path(given)
+        paths += sorted(path.glob("**/*.feature")) if path.is_dir() else [path]
+    found = []
+    for path in paths:
+        feature = parse_file(str(path))  # type: ignore[no-untyped-call]  # behave has no types
+        for _, listed in list_feature(feature):
+            if pattern is None or pattern.search(listed.name):
+                found.append(listed)
+    return found
+
+
+# -- verdicts ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Machine:
-    path: str
+class Assertion:
+    step: str
     invariants: tuple[str, ...]
-    status: str
-    output: str = ""
+    passed: bool
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Item:
+    """A scenario or a state-machine test, with its verdict."""
+
+    id: str
+    name: str
+    kind: str
+    """"scenario" or "machine"."""
+    location: str
+    tier: str
+    invariants: tuple[str, ...]
+    """The invariants it is tagged with (a machine: its module's docstring)."""
+    results: dict[str, str]
+    """Invariant → this item's result for it."""
+    result: str
+    """The item's own outcome (one of OUTCOMES)."""
+    error: str = ""
+    """The first error, or why it did not run."""
+    tier_defect: str = ""
+    assertions: tuple[Assertion, ...] = ()
+    exchange: tuple[dict[str, Any], ...] = ()
+    """The driver calls of the scenario, in order, with their answers."""
+    expected: str = ""
+    """Why the expectations file says it fails, when it does."""
+
+
+def judge(
+    invariants: Sequence[str], assertions: Sequence[Assertion], stopped: str | None
+) -> tuple[dict[str, str], str]:
+    """Per invariant results and the outcome of a scenario from its assertions and
+    from how it stopped (None: it ran to its end; else error, timeout or
+    unsupported). A failed assertion fails the invariants its step names, and only
+    those; an invariant with no failed assertion has the scenario's ending."""
+    failed = {inv for a in assertions if not a.passed for inv in a.invariants}
+    named = {inv for a in assertions for inv in a.invariants}
+    ending = stopped or PASS
+    results = {inv: FAIL if inv in failed else ending for inv in sorted(set(invariants) | named)}
+    return results, FAIL if failed else ending
+
+
+def item_from_verdict(line: dict[str, Any]) -> Item:
+    """A scenario from the verdict line features/environment.py wrote for it."""
+    assertions = tuple(
+        Assertion(str(a["step"]), tuple(a["invariants"]), bool(a["passed"]), str(a["error"]))
+        for a in line["assertions"]
+    )
+    stopped = line.get("stopped")
+    results, outcome = judge(
+        line["invariants"], assertions, stopped["outcome"] if stopped else None
+    )
+    errors = [a.error for a in assertions if not a.passed]
+    errors += [str(stopped["error"])] if stopped else []
+    return Item(
+        id=str(line["id"]),
+        name=str(line["name"]),
+        kind="scenario",
+        location=str(line["location"]),
+        tier=str(line["tier"]),
+        invariants=tuple(line["invariants"]),
+        results=results,
+        result=outcome,
+        error=errors[0] if errors else "",
+        tier_defect=str(line.get("tier_defect", "")),
+        assertions=assertions,
+        exchange=tuple(line.get("exchange", ())),
+    )
+
+
+def machine_items(junit: Path, module: Path) -> list[Item]:
+    """The tests of one state-machine module from pytest's JUnit XML: a failure whose
+    message names invariants in brackets (``[INV-15] …``) fails those rows and says
+    nothing of the others; any other failure is an error of all the module's
+    invariants; a skip is unsupported, with its reason."""
+    invariants = module_invariants(module)
+    tier = machine_tier(module)
+    relative = str(module.relative_to(REPO))
+    dotted = relative.removesuffix(".py").replace("/", ".")
+    items = []
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        in_class = str(case.get("classname", "")).removeprefix(dotted).lstrip(".")
+        name = "::".join(part for part in (in_class, str(case.get("name", ""))) if part)
+        failure = case.find("failure")
+        error = case.find("error")
+        skipped = case.find("skipped")
+        if failure is not None:
+            message = str(failure.get("message", ""))
+            text = _raised(failure.text or "")
+            named = _BRACKETED.search(message) or _BRACKETED.search(text)
+            if named:
+                failed = tuple(sorted(set(_INV.findall(named.group(1)))))
+                results, result = dict.fromkeys(failed, FAIL), FAIL
+            else:
+                results, result = dict.fromkeys(invariants, ERROR), ERROR
+                text = "the failure names no invariant ([INV-NN] …):\n" + text
+            said = text or message
+        elif error is not None:
+            results, result = dict.fromkeys(invariants, ERROR), ERROR
+            said = (error.text or str(error.get("message", ""))).strip()
+        elif skipped is not None:
+            results, result = dict.fromkeys(invariants, UNSUPPORTED), UNSUPPORTED
+            said = str(skipped.get("message", "")).removeprefix("Skipped: ")
+        else:
+            results, result, said = dict.fromkeys(invariants, PASS), PASS, ""
+        items.append(
+            Item(
+                id=f"{relative}::{name}",
+                name=name,
+                kind="machine",
+                location=relative,
+                tier=tier,
+                invariants=invariants,
+                results=results,
+                result=result,
+                error=said,
+            )
+        )
+    return items
+
+
+def _raised(report: str) -> str:
+    """What pytest's report of a failure says was raised (its ``E`` lines: the
+    message and Hypothesis's falsifying example), else the whole report."""
+    said = [line[1:] for line in report.splitlines() if line.startswith("E ")]
+    return textwrap.dedent("\n".join(said)).strip() if said else report.strip()
+
+
+def module_invariants(path: Path) -> tuple[str, ...]:
+    """The INV ids the module's docstring names: what the machine checks."""
+    return tuple(sorted(set(_INV.findall(_docstring(path)))))
+
+
+def machine_tier(path: Path) -> str:
+    """A machine's tier: its docstring's ``Tier: must|should`` line, else must."""
+    found = _MACHINE_TIER.search(_docstring(path))
+    return found.group(1) if found and found.group(1) in TIERS else DEFAULT_TIER
+
+
+def _docstring(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    return text.split('"""')[1] if text.startswith('"""') else ""
+
+
+# -- expectations -----------------------------------------------------------------------------
+
+
+def read_expectations(path: Path) -> dict[str, str]:
+    """Scenario id → reason, one a line: ``<id> <reason>``; blank lines and lines
+    starting with ``#`` are comments. A line without a reason is an error."""
+    found = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        item_id, _, reason = text.partition(" ")
+        if not reason.strip():
+            raise ValueError(f"{path}:{number}: {item_id} has no reason (write: <id> <reason>)")
+        found[item_id] = reason.strip()
+    return found
+
+
+def expectations_text(items: Sequence[Item]) -> str:
+    """An expectations file that expects this run's failures, their first errors as
+    the reasons (edit them to say why)."""
+    lines = [
+        "# Expected failures for tools/conformance.py --expect: <scenario id> <reason>",
+        "# (written by --write-expectations from the failures of a run)",
+    ]
+    for item in items:
+        if item.result in NOT_PASSING or item.result == EXPECTED_FAIL:
+            reason = item.expected or " ".join(item.error.split())[:200] or item.result
+            lines.append(f"{item.id} {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def expect(item: Item, reason: str) -> Item:
+    """An item the expectations file says fails: a failure becomes expected-fail; a
+    pass is an unexpected-pass, which fails the run until the file is updated."""
+
+    def mark(result: str) -> str:
+        if result in NOT_PASSING:
+            return EXPECTED_FAIL
+        return UNEXPECTED_PASS if result == PASS else result
+
+    passed = item.result == PASS
+    results = {
+        inv: UNEXPECTED_PASS if passed else mark(result) for inv, result in item.results.items()
+    }
+    return replace(item, results=results, result=mark(item.result), expected=reason)
+
+
+# -- the run ----------------------------------------------------------------------------------
 
 
 @dataclass
 class Row:
     invariant: str
     title: str
-    passed: list[Scenario] = field(default_factory=list)
-    failed: list[Scenario] = field(default_factory=list)
-    skipped: list[Scenario] = field(default_factory=list)
-    machines: list[Machine] = field(default_factory=list)
+    items: dict[str, list[tuple[Item, str]]] = field(
+        default_factory=lambda: {tier: [] for tier in TIERS}
+    )
+    """Tier → the items with a result for this invariant, each with that result."""
 
-    @property
-    def status(self) -> str:
-        if self.failed or any(m.status == "failed" for m in self.machines):
-            return "fail"
-        if self.passed or any(m.status == "passed" for m in self.machines):
-            return "pass"
-        return "skip"
+    def result(self, tier: str) -> str | None:
+        """The row's result in a tier; None when no item of that tier checks it."""
+        results = {result for _, result in self.items[tier]}
+        return next((r for r in WORST_FIRST if r in results), None)
 
-    def notes(self, elsewhere: Sequence[str] = ()) -> str:
-        """What the row needs said; ``elsewhere`` are the pytest modules that check
-        the invariant on pipost alone."""
-        if self.status == "fail":
-            names = [s.name for s in self.failed]
-            names += [f"state machine {m.path}" for m in self.machines if m.status == "failed"]
-            return "failing: " + "; ".join(names)
-        if self.status == "skip":
-            reasons = Counter(s.reason for s in self.skipped)
-            reasons.update(m.output for m in self.machines if m.status == "skipped")
-            said = "; ".join(f"{why} (×{n})" for why, n in reasons.most_common())
-            text = f"skipped: {said}" if said else "no scenario of this run is tagged with it"
-            where = f"; pytest checks it on pipost only: {', '.join(elsewhere)}"
-            return text + (where if elsewhere else "")
-        if self.skipped:
-            return f"{len(self.skipped)} skipped"
-        return ""
+    def counts(self, tier: str) -> Counter[str]:
+        return Counter(result for _, result in self.items[tier])
 
 
 @dataclass
 class Run:
     implementation: str
-    scenarios: list[Scenario]
-    machines: list[Machine]
+    items: list[Item]
     broken: str = ""
     """Why the run itself did not complete, if it did not."""
+    about: dict[str, Any] | None = None
+    """The implementation's name, version and language, as ``open`` answered them."""
+    selected: bool = False
+    """Only some of the kit ran (--features, --name, --no-machines)."""
     elsewhere: dict[str, list[str]] = field(default_factory=dict)
     """Invariant → the pytest modules that check it on pipost alone."""
-
-    def notes(self, row: Row) -> str:
-        return row.notes(self.elsewhere.get(row.invariant, ()))
+    not_in_run: list[str] = field(default_factory=list)
+    """Ids of the expectations file that this run did not meet."""
+    required: list[str] = field(default_factory=list)
 
     def rows(self) -> list[Row]:
         rows = {inv: Row(inv, title) for inv, title in INVARIANTS.items()}
-        for scenario in self.scenarios:
-            for inv in scenario.invariants:
+        for item in self.items:
+            for inv, result in item.results.items():
                 row = rows.setdefault(inv, Row(inv, "(not in SPEC 9)"))
-                getattr(row, scenario.status).append(scenario)
-        for machine in self.machines:
-            for inv in machine.invariants:
-                rows.setdefault(inv, Row(inv, "(not in SPEC 9)")).machines.append(machine)
+                row.items[item.tier].append((item, result))
         return [rows[inv] for inv in sorted(rows)]
 
-    def counts(self) -> Counter[str]:
-        return Counter(s.status for s in self.scenarios)
+    def conforms(self) -> bool:
+        """Every MUST row was checked and passed (of the selection that ran)."""
+        must = [row.result("must") for row in self.rows() if row.result("must")]
+        return bool(must) and not self.broken and all(r == PASS for r in must)
 
-    @property
-    def failed(self) -> bool:
-        return bool(
-            self.broken
-            or self.counts()["failed"]
-            or any(m.status == "failed" for m in self.machines)
-        )
+    def checked(self) -> bool:
+        return any(item.result in CHECKED for item in self.items)
+
+    def breaches(self) -> list[str]:
+        """Why the exit status is 1, one line each; empty when it is 0."""
+        found = [
+            f"{item.id}: MUST {item.result}"
+            for item in self.items
+            if item.tier == "must" and item.result in NOT_PASSING
+        ]
+        found += [
+            f"{item.id}: passes, but the expectations say it fails: update the file"
+            for item in self.items
+            if item.result == UNEXPECTED_PASS
+        ]
+        if not self.checked():
+            found.append("nothing was checked: every scenario was unsupported or none ran")
+        rows = {row.invariant: row for row in self.rows()}
+        for wanted in self.required:
+            if wanted == "must":
+                if not self.conforms():
+                    found.append("--require must: not every MUST row passed")
+                continue
+            row = rows.get(wanted)
+            result = row.result("must") if row else None
+            if result != PASS:
+                found.append(f"--require {wanted}: its MUST result is {result or 'not checked'}")
+        return found
+
+    def status(self) -> int:
+        if self.broken:
+            return 2
+        return 1 if self.breaches() else 0
+
+    def counts(self, kind: str) -> Counter[str]:
+        return Counter(item.result for item in self.items if item.kind == kind)
+
+    def defects(self) -> list[Item]:
+        return [item for item in self.items if item.tier_defect]
 
     def not_checked(self) -> Counter[str]:
-        """Each reason for skipping, with how many scenarios it skipped."""
-        return Counter(s.reason for s in self.scenarios if s.status == "skipped")
+        """Each reason an item did not run, with how many it kept from running."""
+        return Counter(item.error for item in self.items if item.result == UNSUPPORTED)
+
+    def verdict(self) -> str:
+        rows = self.rows()
+        must = Counter(row.result("must") for row in rows if row.result("must"))
+        scope = " (of the scenarios selected)" if self.selected else ""
+        if self.broken:
+            return "the run broke: no verdict"
+        if self.conforms():
+            return f"conforms to v1{scope}: every MUST row passes"
+        said = ", ".join(f"{n} {result}" for result, n in sorted(must.items()) if result != PASS)
+        return f"does not conform to v1{scope}: MUST rows {said}"
 
     def summary(self) -> str:
-        counts = self.counts()
-        rows = Counter(row.status for row in self.rows())
-        machines = Counter(m.status for m in self.machines)
+        def said(counts: Counter[str]) -> str:
+            return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o]) or "none"
+
         return (
-            f"scenarios: {counts['passed']} passed, {counts['failed']} failed, "
-            f"{counts['skipped']} skipped; state machines: {machines['passed']} passed, "
-            f"{machines['failed']} failed, {machines['skipped']} skipped; invariants: "
-            f"{rows['pass']} pass, {rows['fail']} fail, {rows['skip']} skip"
+            f"{self.verdict()}; scenarios: {said(self.counts('scenario'))}; "
+            f"state machines: {said(self.counts('machine'))}"
         )
 
 
-# -- running ---------------------------------------------------------------------------------
+# -- running ----------------------------------------------------------------------------------
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -184,73 +515,49 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def from_folder(command: str, folder: Path) -> str:
+    """COMMAND as run from ``folder`` whatever the current directory of whoever starts
+    it (behave and pytest run from the repository)."""
+    return shlex.join([sys.executable, str(IN_FOLDER), str(folder), *shlex.split(command)])
+
+
+def with_paths_from(command: str, folder: Path) -> str:
+    """COMMAND with each word that names a file relative to ``folder`` made absolute:
+    the command-line scenarios run a CLI in folders of their own."""
+    words = []
+    for word in shlex.split(command):
+        named = folder / word
+        words.append(str(named) if "/" in word and named.exists() else word)
+    return shlex.join(words)
+
+
 def run_behave(
     impl: str | None, cli: str | None, features: Sequence[str], name: str | None, work: Path
-) -> tuple[list[Scenario], str]:
-    """Run behave and read its JSON results; the text says why there are none."""
-    results, skip_log = work / "behave.json", work / "skipped.jsonl"
-    argv = [sys.executable, "-m", "behave", "--format", "json", "--outfile", str(results)]
-    argv += ["--format", "progress", "--no-skipped", "-D", f"skip_log={skip_log}"]
+) -> tuple[list[Item], dict[str, Any] | None, str]:
+    """Run behave with verdicts per assertion; the text says why there are none."""
+    verdicts = work / "verdicts.jsonl"
+    argv = [sys.executable, "-m", "behave", "--format", "progress", "--no-skipped"]
+    argv += ["-D", f"verdicts={verdicts}"]
     argv += [f"-D{key}={value}" for key, value in (("impl", impl), ("cli", cli)) if value]
     argv += ["--name", name] if name else []
-    argv += list(features) or ["features"]
+    argv += list(features) or [str(FEATURES)]
     done = subprocess.run(argv, cwd=REPO, env=child_env(), capture_output=True, text=True)
     sys.stdout.write(done.stdout)
-    try:
-        data = json.loads(results.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
-        return [], f"behave exited with status {done.returncode} and no results:\n{tail}"
-    scenarios = read_scenarios(data, read_skips(skip_log))
-    if done.returncode != 0 and not any(s.status == "failed" for s in scenarios):
-        tail = "\n".join(done.stdout.splitlines()[-OUTPUT_TAIL_LINES:])
+    lines = []
+    if verdicts.exists():
+        lines = [json.loads(line) for line in verdicts.read_text(encoding="utf-8").splitlines()]
+    about = next((line["implementation"] for line in lines if line["kind"] == "run"), None)
+    items = [item_from_verdict(line) for line in lines if line["kind"] == "scenario"]
+    tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
+    if not any(line["kind"] == "run" for line in lines):
+        return items, about, f"behave exited with status {done.returncode} before a run:\n{tail}"
+    if done.returncode != 0 and not any(item.result not in (PASS, UNSUPPORTED) for item in items):
         return (
-            scenarios,
-            f"behave exited with status {done.returncode}, no scenario failing:\n{tail}",
+            items,
+            about,
+            f"behave exited with status {done.returncode}, nothing failing:\n{tail}",
         )
-    return scenarios, ""
-
-
-def read_skips(path: Path) -> dict[str, str]:
-    if not path.exists():
-        return {}
-    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    return {str(entry["location"]): str(entry["reason"]) for entry in entries}
-
-
-def read_scenarios(data: object, skips: dict[str, str]) -> list[Scenario]:
-    """Scenarios from behave's JSON formatter, their INV tags from the scenario and
-    its feature, a skip's reason from the skip log environment.py keeps."""
-    found = []
-    for feature in data if isinstance(data, list) else []:
-        feature_tags = [str(tag) for tag in feature.get("tags", [])]
-        for element in feature.get("elements", []):
-            if element.get("type") != "scenario":
-                continue
-            tags = feature_tags + [str(tag) for tag in element.get("tags", [])]
-            invariants = tuple(sorted({t for t in tags if _INV_TAG.fullmatch(t)}))
-            name, location = str(element["name"]).strip(), str(element.get("location", ""))
-            status = str(element.get("status", "untested"))
-            if status == "skipped":
-                reason = skips.get(location, "skipped")
-                found.append(Scenario(name, location, invariants, "skipped", reason))
-            elif status in _FAILED:
-                found.append(Scenario(name, location, invariants, "failed", _error(element)))
-            else:
-                found.append(Scenario(name, location, invariants, "passed"))
-    return found
-
-
-def _error(element: dict[str, object]) -> str:
-    steps = element.get("steps")
-    for step in steps if isinstance(steps, list) else []:
-        result = step.get("result", {})
-        if result.get("status") in _FAILED:
-            message = result.get("error_message") or result.get("status")
-            if isinstance(message, list):
-                message = " ".join(str(line) for line in message)
-            return f"{step.get('keyword', '')} {step.get('name', '')}: {message}".strip()
-    return str(element.get("status"))
+    return items, about, ""
 
 
 def machine_files() -> list[Path]:
@@ -260,27 +567,25 @@ def machine_files() -> list[Path]:
     ]
 
 
-def run_machines(impl: str | None) -> list[Machine]:
-    machines = []
+def run_machines(impl: str | None, work: Path) -> tuple[list[Item], str]:
+    items: list[Item] = []
     for path in machine_files():
-        invariants = _module_invariants(path)
         env = child_env()
         if impl:
             env["PIPOST_IMPL"] = impl
         else:
             env.pop("PIPOST_IMPL", None)
-        argv = [sys.executable, "-m", "pytest", "-q", "-rps", "-p", "no:cacheprovider"]
-        argv += [f"--hypothesis-profile={MACHINE_PROFILE}", str(path)]
+        junit = work / f"{path.stem}.xml"
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        argv += [f"--hypothesis-profile={MACHINE_PROFILE}", f"--junitxml={junit}", str(path)]
         done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
-        lines = done.stdout.splitlines()
-        status = "passed" if done.returncode == 0 else "failed"
-        tail = "\n".join(lines[-OUTPUT_TAIL_LINES:])
-        skips = sorted({line.split(": ", 1)[-1] for line in lines if line.startswith("SKIPPED")})
-        if status == "passed" and skips and not any(line.startswith("PASSED") for line in lines):
-            status, tail = "skipped", "; ".join(skips)  # every test skipped itself
-        print(f"state machine {path.relative_to(REPO)}: {status}")
-        machines.append(Machine(str(path.relative_to(REPO)), invariants, status, tail))
-    return machines
+        if not junit.exists():
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
+            return items, f"pytest of {path.relative_to(REPO)} wrote no results:\n{tail}"
+        found = machine_items(junit, path)
+        print(f"state machine {path.relative_to(REPO)}: {dict(Counter(i.result for i in found))}")
+        items += found
+    return items, ""
 
 
 def pipost_only() -> dict[str, list[str]]:
@@ -292,87 +597,12 @@ def pipost_only() -> dict[str, list[str]]:
     for folder in (MACHINES, REPO / "tests" / "exchange"):
         for path in sorted(folder.glob("test_*.py")):
             if path not in drivable:
-                for inv in _module_invariants(path):
+                for inv in module_invariants(path):
                     found.setdefault(inv, []).append(str(path.relative_to(REPO)))
     return found
 
 
-def _module_invariants(path: Path) -> tuple[str, ...]:
-    """The INV ids the module's docstring names: what the machine checks."""
-    text = path.read_text(encoding="utf-8")
-    docstring = text.split('"""')[1] if text.startswith('"""') else ""
-    return tuple(sorted(set(_INV_TAG.findall(docstring))))
-
-
-# -- the matrix ------------------------------------------------------------------------------
-
-
-def markdown(run: Run) -> str:
-    lines = [
-        f"# Conformance matrix: {run.implementation}",
-        "",
-        run.summary(),
-        "",
-        "| invariant | result | scenarios pass / fail / skip | state machines | notes |",
-        "|---|---|---|---|---|",
-    ]
-    for row in run.rows():
-        machines = ", ".join(f"{Path(m.path).stem}: {m.status}" for m in row.machines) or "—"
-        counts = f"{len(row.passed)} / {len(row.failed)} / {len(row.skipped)}"
-        lines.append(
-            f"| {row.invariant} {_cell(row.title)} | **{row.status}** | {counts} | "
-            f"{machines} | {_cell(run.notes(row))} |"
-        )
-    if run.broken:
-        lines += ["", "## The run broke", "", "```", run.broken, "```"]
-    failures = [s for s in run.scenarios if s.status == "failed"]
-    if failures:
-        lines += ["", "## Failed", ""]
-        lines += [f"- {_cell(s.name)} ({s.location}): {_cell(s.reason)}" for s in failures]
-    lines += ["", "## Not checked", ""]
-    not_checked = run.not_checked()
-    lines += [f"- {why}: {n} scenarios" for why, n in not_checked.most_common()] or ["- nothing"]
-    return "\n".join(lines) + "\n"
-
-
-def html_page(run: Run) -> str:
-    def text(value: str) -> str:
-        return html.escape(value, quote=True)
-
-    rows = []
-    for row in run.rows():
-        machines = ", ".join(f"{Path(m.path).stem}: {m.status}" for m in row.machines) or "—"
-        rows.append(
-            f'<tr class="{row.status}"><td>{text(row.invariant)}</td><td>{text(row.title)}</td>'
-            f"<td>{row.status}</td><td>{len(row.passed)} / {len(row.failed)} / "
-            f"{len(row.skipped)}</td><td>{text(machines)}</td><td>{text(run.notes(row))}</td></tr>"
-        )
-    not_checked = "".join(
-        f"<li>{text(why)}: {n} scenarios</li>" for why, n in run.not_checked().most_common()
-    )
-    broken = f"<h2>The run broke</h2><pre>{text(run.broken)}</pre>" if run.broken else ""
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<title>Conformance matrix: {text(run.implementation)}</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; }}
-table {{ border-collapse: collapse; }}
-td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; vertical-align: top; }}
-tr.pass td:nth-child(3) {{ background: #d9f2d9; }}
-tr.fail td:nth-child(3) {{ background: #f8d0d0; font-weight: bold; }}
-tr.skip td:nth-child(3) {{ background: #eeeeee; }}
-</style></head><body>
-<h1>Conformance matrix: {text(run.implementation)}</h1>
-<p>{text(run.summary())}</p>
-<table>
-<tr><th>invariant</th><th></th><th>result</th><th>scenarios pass / fail / skip</th>
-<th>state machines</th><th>notes</th></tr>
-{chr(10).join(rows)}
-</table>
-{broken}
-<h2>Not checked</h2><ul>{not_checked or "<li>nothing</li>"}</ul>
-</body></html>
-"""
+# -- reports ----------------------------------------------------------------------------------
 
 
 def _cell(text: str) -> str:
@@ -380,12 +610,243 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
+def _counted(row: Row, tier: str) -> str:
+    result = row.result(tier)
+    if result is None:
+        return "—"
+    counts = row.counts(tier)
+    said = ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o])
+    return f"**{result}** ({said})"
+
+
+def row_notes(run: Run, row: Row) -> str:
+    """The items that kept the row from passing, or why nothing of it was checked."""
+    bad = sorted(
+        {item.id for tier in TIERS for item, result in row.items[tier] if result in NOT_PASSING}
+    )
+    if bad:
+        return "not passing: " + ", ".join(bad)
+    if any(result != UNSUPPORTED for tier in TIERS for _, result in row.items[tier]):
+        return ""
+    reasons = Counter(item.error for tier in TIERS for item, _ in row.items[tier])
+    said = "; ".join(f"{why} (×{n})" for why, n in reasons.most_common())
+    text = f"not checked: {said}" if said else "no scenario of this run checks it"
+    elsewhere = run.elsewhere.get(row.invariant)
+    return text + (
+        f"; pytest checks it on pipost only: {', '.join(elsewhere)}" if elsewhere else ""
+    )
+
+
+def exchange_lines(item: Item, last: int = EXCHANGE_SHOWN) -> list[str]:
+    """The end of the scenario's driver exchange, one call a line."""
+    shown = item.exchange[-last:]
+    earlier = len(item.exchange) - len(shown)
+    lines = [f"… {earlier} calls before"] if earlier else []
+    for call in shown:
+        answer = call.get("result", call.get("error"))
+        arrow = "→ error" if "error" in call else "→"
+        lines.append(f"{call['op']} {json.dumps(call['args'])} {arrow} {json.dumps(answer)}")
+    return lines
+
+
+def problems(run: Run) -> list[Item]:
+    """The items a reader must look at: what did not pass, and unexpected passes."""
+    return [i for i in run.items if i.result in (*NOT_PASSING, EXPECTED_FAIL, UNEXPECTED_PASS)]
+
+
+def _identity(run: Run) -> str:
+    about = run.about or {}
+    known = [str(about[key]) for key in ("name", "version", "language") if about.get(key)]
+    return run.implementation + (f" ({' '.join(known)})" if known else "")
+
+
+def markdown(run: Run) -> str:
+    lines = [
+        f"# Conformance matrix: {_identity(run)}",
+        "",
+        run.summary(),
+        "",
+        "| invariant | MUST | SHOULD | notes |",
+        "|---|---|---|---|",
+    ]
+    for row in run.rows():
+        lines.append(
+            f"| {row.invariant} {_cell(row.title)} | {_counted(row, 'must')} | "
+            f"{_counted(row, 'should')} | {_cell(row_notes(run, row))} |"
+        )
+    if run.broken:
+        lines += ["", "## The run broke", "", "```", run.broken, "```"]
+    if run.breaches():
+        lines += ["", "## Why the exit status is 1", ""]
+        lines += [f"- {_cell(why)}" for why in run.breaches()]
+    shown = problems(run)
+    if shown:
+        lines += ["", "## Failures", ""]
+    for item in shown:
+        rows = ", ".join(f"{inv} {result}" for inv, result in item.results.items())
+        lines += [f"### {item.id} ({item.tier.upper()}, {item.result})", ""]
+        lines += [f"{item.name} — {item.location}; {rows}", ""]
+        if item.expected:
+            lines += [f"Expected to fail: {item.expected}", ""]
+        lines += ["```", item.error or "(no error)", "```"]
+        if item.exchange:
+            lines += ["", "Driver exchange (last calls):", "", "```", *exchange_lines(item), "```"]
+        lines.append("")
+    if run.not_in_run:
+        lines += ["", "## Expectations not met by this run", ""]
+        lines += [f"- {item_id}" for item_id in run.not_in_run]
+    lines += ["", "## Not checked", ""]
+    reasons = run.not_checked().most_common()
+    lines += [f"- {why}: {n}" for why, n in reasons] or ["- nothing"]
+    if run.defects():
+        lines += ["", "## Kit defects", ""]
+        lines += [f"- {item.id}: {item.tier_defect}" for item in run.defects()]
+    return "\n".join(lines) + "\n"
+
+
+def html_page(run: Run) -> str:
+    def text(value: str) -> str:
+        return html.escape(value, quote=True)
+
+    def cell(row: Row, tier: str) -> str:
+        result = row.result(tier) or "none"
+        return f'<td class="{result}">{text(_counted(row, tier).replace("**", ""))}</td>'
+
+    rows = [
+        f"<tr><td>{text(row.invariant)}</td><td>{text(row.title)}</td>{cell(row, 'must')}"
+        f"{cell(row, 'should')}<td>{text(row_notes(run, row))}</td></tr>"
+        for row in run.rows()
+    ]
+    failures = "".join(
+        f"<h3>{text(item.id)} ({item.tier.upper()}, {text(item.result)})</h3>"
+        f"<p>{text(item.name)} — {text(item.location)}</p>"
+        + (f"<p>Expected to fail: {text(item.expected)}</p>" if item.expected else "")
+        + f"<pre>{text(item.error)}</pre>"
+        + (f"<pre>{text(chr(10).join(exchange_lines(item)))}</pre>" if item.exchange else "")
+        for item in problems(run)
+    )
+    not_checked = "".join(
+        f"<li>{text(why)}: {n}</li>" for why, n in run.not_checked().most_common()
+    )
+    defects = "".join(f"<li>{text(i.id)}: {text(i.tier_defect)}</li>" for i in run.defects())
+    broken = f"<h2>The run broke</h2><pre>{text(run.broken)}</pre>" if run.broken else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Conformance matrix: {text(_identity(run))}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; }}
+td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; vertical-align: top; }}
+td.pass {{ background: #d9f2d9; }}
+td.fail, td.error, td.timeout, td.unexpected-pass {{ background: #f8d0d0; font-weight: bold; }}
+td.expected-fail {{ background: #f8ecd0; }}
+td.unsupported, td.none {{ background: #eeeeee; }}
+</style></head><body>
+<h1>Conformance matrix: {text(_identity(run))}</h1>
+<p>{text(run.summary())}</p>
+<table>
+<tr><th>invariant</th><th></th><th>MUST</th><th>SHOULD</th><th>notes</th></tr>
+{chr(10).join(rows)}
+</table>
+{broken}
+<h2>Failures</h2>{failures or "<p>none</p>"}
+<h2>Not checked</h2><ul>{not_checked or "<li>nothing</li>"}</ul>
+<h2>Kit defects</h2><ul>{defects or "<li>none</li>"}</ul>
+</body></html>
+"""
+
+
+def json_report(run: Run) -> dict[str, Any]:
+    """The report as src/pipost/schemas/conformance-report.v1.schema.json describes it."""
+    invariants = []
+    for row in run.rows():
+        for tier in TIERS:
+            result = row.result(tier)
+            if result is not None:
+                counts = dict(row.counts(tier))
+                invariants.append(
+                    {"id": row.invariant, "tier": tier, "result": result, "counts": counts}
+                )
+    scenarios = []
+    for item in run.items:
+        entry: dict[str, Any] = {
+            "id": item.id,
+            "kind": item.kind,
+            "name": item.name,
+            "location": item.location,
+            "tier": item.tier,
+            "invariants": list(item.invariants),
+            "results": item.results,
+            "result": item.result,
+            "error": item.error,
+        }
+        if item.tier_defect:
+            entry["tier_defect"] = item.tier_defect
+        if item.expected:
+            entry["expected"] = item.expected
+        if item.assertions:
+            entry["assertions"] = [
+                {"step": a.step, "invariants": list(a.invariants), "passed": a.passed}
+                | ({"error": a.error} if a.error else {})
+                for a in item.assertions
+            ]
+        if item.result != PASS and item.exchange:
+            entry["exchange"] = list(item.exchange)
+        scenarios.append(entry)
+    return {
+        "report": "pipost-conformance",
+        "version": 1,
+        "implementation": {"command": run.implementation, **(run.about or {})},
+        "conforms": run.conforms(),
+        "selected": run.selected,
+        "summary": run.summary(),
+        "exit_status": run.status(),
+        "why": run.breaches() if not run.broken else [run.broken],
+        "invariants": invariants,
+        "scenarios": scenarios,
+    }
+
+
+def junit_xml(run: Run) -> str:
+    """One testcase per scenario and machine test. A MUST item that did not pass and
+    an unexpected pass are failures (errors for error and timeout); a SHOULD item
+    that did not pass, an expected failure and an unsupported item are skipped,
+    with why: what fails the run fails the CI."""
+    suite = ElementTree.Element("testsuite", name="pipost conformance")
+    failures = errors = skipped = 0
+    for item in run.items:
+        classname = item.location.split(":")[0].removesuffix(".feature").replace("/", ".")
+        case = ElementTree.SubElement(
+            suite, "testcase", classname=classname, name=f"{item.id} [{item.tier.upper()}]"
+        )
+        first = item.error.splitlines()[0] if item.error else item.result
+        detail = item.error + "".join("\n" + line for line in exchange_lines(item, last=50))
+        if item.result == UNEXPECTED_PASS or (item.tier == "must" and item.result == FAIL):
+            failures += 1
+            element = ElementTree.SubElement(case, "failure", message=first[:500])
+            element.text = detail if item.result == FAIL else f"expected: {item.expected}"
+        elif item.tier == "must" and item.result in (ERROR, TIMEOUT):
+            errors += 1
+            element = ElementTree.SubElement(case, "error", message=f"{item.result}: {first}"[:500])
+            element.text = detail
+        elif item.result != PASS:
+            skipped += 1
+            why = item.expected if item.result == EXPECTED_FAIL else first
+            element = ElementTree.SubElement(case, "skipped", message=f"{item.result}: {why}"[:500])
+            element.text = detail
+    suite.set("tests", str(len(run.items)))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
 def write_report(run: Run, path: Path) -> None:
     page = html_page(run) if path.suffix.lower() == ".html" else markdown(run)
     path.write_text(page, encoding="utf-8")
 
 
-# -- the command -----------------------------------------------------------------------------
+# -- the command ------------------------------------------------------------------------------
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -394,10 +855,28 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--impl", help="a command serving the driver protocol on stdin/stdout")
     parser.add_argument("--cli", help="a command line compatible with SPEC 8")
-    parser.add_argument("--report", type=Path, help="write the matrix here (.md or .html)")
     parser.add_argument("--features", nargs="*", default=[], help="feature files or folders")
     parser.add_argument("--name", help="only scenarios whose name matches this regex")
     parser.add_argument("--no-machines", action="store_true", help="skip the state machines")
+    parser.add_argument(
+        "--list", action="store_true", help="print the scenario ids, tiers and INVs; run nothing"
+    )
+    parser.add_argument("--report", type=Path, help="write the matrix here (.md or .html)")
+    parser.add_argument("--json", type=Path, help="write the JSON report here")
+    parser.add_argument("--junit", type=Path, help="write JUnit XML here, one testcase each")
+    parser.add_argument(
+        "--expect", type=Path, help="expected failures: lines of '<scenario id> <reason>'"
+    )
+    parser.add_argument(
+        "--write-expectations", type=Path, help="write this run's failures as an --expect file"
+    )
+    parser.add_argument(
+        "--require",
+        nargs="+",
+        default=[],
+        metavar="INV-NN|must",
+        help="exit 1 unless these rows pass their MUST scenarios ('must': every MUST row)",
+    )
     parser.add_argument(
         "--validate",
         action="store_true",
@@ -409,37 +888,111 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    # behave and the state machines read both from the environment they inherit.
-    os.environ["PIPOST_TIMEOUT"] = str(args.timeout)
-    os.environ["PIPOST_VALIDATE"] = "1" if args.validate else ""
+def print_list(listed: Sequence[Listed], machines: Sequence[Path]) -> None:
+    for scenario in listed:
+        defect = f"  ({scenario.tier_defect})" if scenario.tier_defect else ""
+        invariants = ",".join(scenario.invariants) or "-"
+        print(f"{scenario.id}\t{scenario.tier.upper()}\t{invariants}{defect}")
+    for path in machines:
+        invariants = ",".join(module_invariants(path)) or "-"
+        print(f"{path.relative_to(REPO)}\t{machine_tier(path).upper()}\t{invariants}")
+
+
+def run_kit(args: argparse.Namespace, here: Path) -> Run:
     parts = [
         f"--impl {args.impl!r}" if args.impl else "",
         f"--cli {args.cli!r}" if args.cli else "",
     ]
     implementation = " ".join(p for p in parts if p) or "pipost (in process)"
+    impl = from_folder(args.impl, here) if args.impl else None
+    cli = with_paths_from(args.cli, here) if args.cli else None
+    features = [str(here / path) for path in args.features]
     with tempfile.TemporaryDirectory(prefix="pipost-conformance-") as work:
-        scenarios, broken = run_behave(args.impl, args.cli, args.features, args.name, Path(work))
-    cli_only = bool(args.cli) and not args.impl
-    if args.no_machines or cli_only:
-        why = "CLI-only implementation" if cli_only else "--no-machines"
-        machines = [
-            Machine(str(p.relative_to(REPO)), _module_invariants(p), "skipped", why)
-            for p in machine_files()
-        ]
-    else:
-        machines = run_machines(args.impl)
-    run = Run(implementation, scenarios, machines, broken, pipost_only())
+        items, about, broken = run_behave(impl, cli, features, args.name, Path(work))
+        cli_only = bool(args.cli) and not args.impl
+        if cli_only and not broken:
+            machines = [_not_run(path, "CLI-only implementation") for path in machine_files()]
+        elif args.no_machines or broken:
+            machines = []
+        else:
+            machines, broken = run_machines(impl, Path(work))
+    return Run(
+        implementation,
+        items + machines,
+        broken,
+        about,
+        selected=bool(args.features or args.name or args.no_machines),
+        elsewhere=pipost_only(),
+        required=list(args.require),
+    )
+
+
+def _not_run(path: Path, why: str) -> Item:
+    invariants = module_invariants(path)
+    relative = str(path.relative_to(REPO))
+    return Item(
+        id=relative,
+        name=path.stem,
+        kind="machine",
+        location=relative,
+        tier=machine_tier(path),
+        invariants=invariants,
+        results=dict.fromkeys(invariants, UNSUPPORTED),
+        result=UNSUPPORTED,
+        error=why,
+    )
+
+
+def apply_expectations(run: Run, expectations: dict[str, str]) -> None:
+    known = {item.id for item in run.items}
+    run.items = [
+        expect(item, expectations[item.id]) if item.id in expectations else item
+        for item in run.items
+    ]
+    run.not_in_run = sorted(set(expectations) - known)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    here = Path.cwd()
+    # behave and the state machines read both from the environment they inherit.
+    os.environ["PIPOST_TIMEOUT"] = str(args.timeout)
+    os.environ["PIPOST_VALIDATE"] = "1" if args.validate else ""
+    if args.list:
+        features = [str(here / path) for path in args.features]
+        print_list(
+            listed_scenarios(features, args.name), [] if args.no_machines else machine_files()
+        )
+        return 0
+    bad = [r for r in args.require if r != "must" and not _INV.fullmatch(r)]
+    if bad:
+        print(f"conformance: --require takes INV-NN or must, not {', '.join(bad)}", file=sys.stderr)
+        return 2
+    try:
+        expectations = read_expectations(args.expect) if args.expect else {}
+    except (OSError, ValueError) as error:
+        print(f"conformance: --expect: {error}", file=sys.stderr)
+        return 2
+    run = run_kit(args, here)
+    apply_expectations(run, expectations)
     if args.report is not None:
         write_report(run, args.report)
-    print(f"conformance of {implementation}: {run.summary()}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(json_report(run), indent=2) + "\n", encoding="utf-8")
+    if args.junit is not None:
+        args.junit.write_text(junit_xml(run), encoding="utf-8")
+    if args.write_expectations is not None:
+        args.write_expectations.write_text(expectations_text(run.items), encoding="utf-8")
+    print(f"conformance of {_identity(run)}: {run.summary()}")
     for why, count in run.not_checked().most_common():
-        print(f"  not checked ({count} scenarios): {why}")
-    if broken:
-        print(broken, file=sys.stderr)
-        return 2
-    return 1 if run.failed else 0
+        print(f"  not checked ({count}): {why}")
+    for why in run.breaches() if not run.broken else []:
+        print(f"  exit 1: {why}")
+    if run.defects():
+        print(f"  kit defects: {len(run.defects())} scenarios without exactly one tier")
+    if run.broken:
+        print(run.broken, file=sys.stderr)
+    return run.status()
 
 
 if __name__ == "__main__":

@@ -7,9 +7,14 @@ them and names the invariant each breaks.
 oversize-body   a send writes a body over the 32 KiB cap instead of refusing it (INV-09)
 unlink-first    the receiving session unlinks each letter before its text enters the
                 context, so a context that fails loses it (INV-05)
+stale-presence  ``record`` reports every session that has a record live, a crashed or
+                shut down one included (INV-15)
+count-errors    ``count`` is offered but answers an error, as a shim that crashes in it
+                would: the scenarios calling it end in an error, which fails no row
+count-hangs     ``count`` never answers: the scenarios calling it time out
 
-With no --fault, both are on. --lacks leaves an operation out of the capabilities
-(and refuses it), as a port that has not written it yet would.
+With no --fault, oversize-body and unlink-first are on. --lacks leaves an operation
+out of the capabilities (and refuses it), as a port that has not written it yet would.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from pipost import files, host, mailbox, message
@@ -32,7 +38,10 @@ from pipost.driver import (
 from pipost.message import Sender
 from pipost.resolve import Caller
 
-FAULTS = ("oversize-body", "unlink-first")
+FAULTS = ("oversize-body", "unlink-first", "stale-presence", "count-errors", "count-hangs")
+HANG_S = 3600
+"""Long enough for any per-call timeout; the suite kills a toy that hangs."""
+DEFAULT_FAULTS = ("oversize-body", "unlink-first")
 
 
 class BrokenDriver(InProcessDriver):
@@ -46,7 +55,14 @@ class BrokenDriver(InProcessDriver):
     def call(self, op: str, **args: Json) -> Result:
         if op in self.lacks:
             raise DriverError(f"unknown operation {op!r} (see capabilities)")
-        return super().call(op, **args)
+        if op == "count" and "count-errors" in self.faults:
+            raise DriverError("count: the toy crashed counting")
+        if op == "count" and "count-hangs" in self.faults:
+            time.sleep(HANG_S)
+        result = super().call(op, **args)
+        if op == "record" and "stale-presence" in self.faults and result["record"] is not None:
+            return {**result, "presence": "live"}
+        return result
 
     def op_capabilities(self) -> Result:
         offered = super().op_capabilities()["ops"]
@@ -107,7 +123,7 @@ def main() -> None:
     parser.add_argument("--fault", action="append", choices=FAULTS)
     parser.add_argument("--lacks", action="append", default=[])
     args = parser.parse_args()
-    faults, lacks = frozenset(args.fault or FAULTS), frozenset(args.lacks)
+    faults, lacks = frozenset(args.fault or DEFAULT_FAULTS), frozenset(args.lacks)
 
     def opener(root: Path, home: str, now: int) -> BrokenDriver:
         return BrokenDriver(root, home=home, now=now, faults=faults, lacks=lacks)

@@ -1,25 +1,32 @@
-"""The conformance runner end to end (SPEC 11): pipost through ``pi-post driver``
-gives the matrix it gives in this process; a deliberately broken implementation
-fails the rows of the invariants it breaks, and only those; what an
-implementation cannot run is skipped with the reason; a CLI-only run completes,
-saying what it could not check.
+"""The conformance runner end to end (SPEC 11): verdicts per assertion on toy
+scenarios whose outcomes are known; pipost through ``pi-post driver`` gives the
+verdicts it gives in this process; a deliberately broken implementation fails the
+rows of the invariants it breaks, and only those; expectations, the exit
+statuses, ``--list``, and COMMAND run from the caller's folder.
 
 Each run is a small selection of scenarios, to keep the gate fast; the whole
 suite runs with ``nox -s conformance``."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
+
+from pipost import schemas
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = [sys.executable, str(REPO / "tools" / "conformance.py")]
 BROKEN = f"{sys.executable} {REPO / 'tests' / 'conformance' / 'broken_impl.py'}"
+VERDICTS = "tests/conformance/verdict_features"
+RESOLUTION = "features/resolution.feature"
 FEATURES = ["receiving", "bad_input", "resolution"]
 SCENARIOS = [
     "oldest first",
@@ -35,93 +42,349 @@ SELECTION = [
     "--no-machines",
 ]
 RUN_TIMEOUT_S = 300
-
-
-@dataclass(frozen=True)
-class Row:
-    status: str
-    counts: str
-    notes: str
+REPORTS = jsonschema.Draft202012Validator(schemas.load("conformance-report.v1"))
 
 
 @dataclass(frozen=True)
 class Report:
     code: int
-    rows: dict[str, Row]
-    text: str
+    report: dict[str, Any]
+    output: str
+
+    def results(self) -> dict[str, dict[str, str]]:
+        """Scenario id → its result per invariant."""
+        return {s["id"]: s["results"] for s in self.report["scenarios"]}
+
+    def outcomes(self) -> dict[str, str]:
+        return {s["id"]: s["result"] for s in self.report["scenarios"]}
+
+    def scenario(self, scenario_id: str) -> dict[str, Any]:
+        found: list[dict[str, Any]] = self.report["scenarios"]
+        (scenario,) = [s for s in found if s["id"] == scenario_id]
+        return scenario
 
 
-def run(tmp_path: Path, name: str, *args: str) -> Report:
-    report = tmp_path / name
+def run(folder: Path, *args: str, cwd: Path = REPO) -> Report:
+    report = folder / "report.json"
     done = subprocess.run(
-        [*RUNNER, *args, "--report", str(report)],
-        cwd=REPO,
+        [*RUNNER, *args, "--json", str(report)],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
         check=False,
     )
     assert report.exists(), done.stdout + done.stderr
-    text = report.read_text(encoding="utf-8")
-    rows = {}
-    for line in text.splitlines():
-        found = re.match(r"\| (INV-\d\d) [^|]* \| \*\*(\w+)\*\* \| ([^|]*) \|[^|]*\|(.*)\|$", line)
-        if found:
-            rows[found.group(1)] = Row(found.group(2), found.group(3).strip(), found.group(4))
-    return Report(done.returncode, rows, text)
+    found = json.loads(report.read_text(encoding="utf-8"))
+    REPORTS.validate(found)
+    return Report(done.returncode, found, done.stdout + done.stderr)
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    return run(tmp_path_factory.mktemp("verdicts"), "--features", VERDICTS, "--no-machines")
+
+
+def test_a_failed_assertion_counts_for_its_invariant_only_and_the_scenario_goes_on(
+    verdicts: Report,
+) -> None:
+    scenario = verdicts.scenario(
+        "verdicts/a-failed-assertion-fails-only-the-invariant-its-step-names"
+    )
+    assert scenario["results"] == {"INV-05": "pass", "INV-10": "fail"}
+    assert scenario["result"] == "fail"
+    assert [(a["invariants"], a["passed"]) for a in scenario["assertions"]] == [
+        (["INV-10"], False),
+        (["INV-05"], True),
+    ]
+    assert scenario["error"] == "Then the INV-10 assertion fails: the letter was not set aside"
+    assert [call["op"] for call in scenario["exchange"]] == ["advance_clock", "advance_clock"]
+
+
+def test_an_error_of_a_scenario_is_not_a_failure_of_its_invariants(verdicts: Report) -> None:
+    results = verdicts.results()
+    for scenario, outcome in [
+        ("verdicts/a-failing-precondition-is-an-error", "error"),
+        ("verdicts/an-assertion-step-that-names-no-invariant-is-an-error", "error"),
+        ("verdicts/an-error-answer-is-an-error", "error"),
+        ("verdicts/an-unanswered-call-is-a-timeout", "timeout"),
+    ]:
+        assert results[scenario] == {"INV-05": outcome, "INV-10": outcome}, scenario
+    unmarked = verdicts.scenario("verdicts/an-assertion-step-that-names-no-invariant-is-an-error")
+    assert "the step names no invariant (@checks): it was queued" in unmarked["error"]
+    answered = verdicts.scenario("verdicts/an-error-answer-is-an-error")
+    assert answered["exchange"][-1]["op"] == "no_such_op"
+    assert "unknown operation 'no_such_op'" in answered["exchange"][-1]["error"]
+
+
+def test_tiers_kit_defects_and_the_exit_status_of_the_toy_run(verdicts: Report) -> None:
+    tiers = {s["id"]: (s["tier"], s.get("tier_defect")) for s in verdicts.report["scenarios"]}
+    assert tiers["verdicts/a-failing-precondition-is-an-error"] == ("should", None)
+    assert tiers["verdicts/every-assertion-passes"] == ("must", "tagged both @must and @should")
+    rows = {(row["id"], row["tier"]): row["result"] for row in verdicts.report["invariants"]}
+    assert rows == {
+        ("INV-05", "must"): "error",
+        ("INV-05", "should"): "error",
+        ("INV-10", "must"): "fail",
+        ("INV-10", "should"): "error",
+    }
+    assert verdicts.code == 1
+    assert verdicts.report["conforms"] is False
+
+
+def test_plain_behave_still_stops_a_scenario_at_its_first_failed_assertion() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "behave", "--format", "plain", "--no-capture", VERDICTS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 1
+    first = done.stdout.split("Scenario: a failed assertion fails only")[1].split("Scenario:")[0]
+    assert "Then the INV-10 assertion fails ... failed" in first
+    assert "And the INV-05 assertion passes ... passed" not in first  # it never ran
+
+
+def changed_results(run: Report, baseline: Report) -> dict[str, dict[str, str]]:
+    """Scenario → the results per invariant that differ from the baseline's."""
+    found = {}
+    for scenario, results in run.results().items():
+        base = baseline.results()[scenario]
+        differ = {inv: result for inv, result in results.items() if base.get(inv) != result}
+        if differ:
+            found[scenario] = differ
+    return found
 
 
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    return run(tmp_path_factory.mktemp("in-process"), "matrix.md", *SELECTION)
+    return run(tmp_path_factory.mktemp("in-process"), *SELECTION)
 
 
 def test_pipost_in_process_passes_the_selection(in_process: Report) -> None:
-    assert in_process.code == 0, in_process.text
-    statuses = {inv: row.status for inv, row in in_process.rows.items() if row.status != "skip"}
-    assert statuses == {inv: "pass" for inv in ("INV-05", "INV-07", "INV-09", "INV-12", "INV-13")}
+    assert in_process.code == 0, in_process.output
+    assert set(in_process.outcomes().values()) == {"pass"}
+    rows = {row["id"] for row in in_process.report["invariants"] if row["result"] == "pass"}
+    assert rows == {
+        *("INV-04", "INV-05", "INV-06", "INV-07", "INV-08", "INV-09", "INV-12", "INV-13")
+    }
+    assert in_process.report["implementation"]["name"] == "pipost"
 
 
-def test_pipost_through_pi_post_driver_gives_the_same_matrix(
+def test_pipost_through_pi_post_driver_gives_the_same_verdicts(
     tmp_path: Path, in_process: Report
 ) -> None:
-    through_driver = run(tmp_path, "matrix.md", "--impl", "pi-post driver", *SELECTION)
-    assert through_driver.code == 0, through_driver.text
-    assert through_driver.rows == in_process.rows
+    through_driver = run(tmp_path, "--impl", "pi-post driver", *SELECTION)
+    assert through_driver.code == 0, through_driver.output
+    assert through_driver.results() == in_process.results()
 
 
-def test_a_broken_implementation_fails_the_rows_of_what_it_breaks(
+def test_a_broken_implementation_fails_the_rows_of_what_it_breaks_and_nothing_else(
     tmp_path: Path, in_process: Report
 ) -> None:
-    """The toy breaks INV-05 and INV-09, and has no ``resolve``: the scenarios that
-    need it are skipped, with the reason, not failed."""
-    broken = run(tmp_path, "matrix.md", "--impl", f"{BROKEN} --lacks resolve", *SELECTION)
-    assert broken.code == 1, broken.text
-    statuses = {inv: row.status for inv, row in broken.rows.items() if row.status != "skip"}
-    assert statuses == {"INV-05": "fail", "INV-07": "pass", "INV-09": "fail", "INV-12": "pass"}
-    assert "a context that fails keeps the letter queued" in broken.rows["INV-05"].notes
-    assert "a body over the cap is refused" in broken.rows["INV-09"].notes
-    for untouched in ("INV-07", "INV-12"):
-        assert broken.rows[untouched] == in_process.rows[untouched]
-    assert in_process.rows["INV-13"].status == "pass"
-    # (beside the machines that state INV-13, left out by --no-machines)
-    assert "the implementation does not offer: resolve (×1)" in broken.rows["INV-13"].notes
-    assert "- the implementation does not offer: resolve: 1 scenarios" in broken.text
+    """The toy breaks INV-05 (unlink-first) and INV-09 (oversize-body, which also
+    writes what a refused send must not: INV-08), and has no ``resolve``: the
+    scenarios that need it are unsupported, with the reason."""
+    broken = run(tmp_path, "--impl", f"{BROKEN} --lacks resolve", *SELECTION)
+    assert broken.code == 1, broken.output
+    changed = changed_results(broken, in_process)
+    body_cap = "bad_input/a-body-over-the-cap-is-refused-with-its-size-and-the-cap-count-character"
+    still_on_disk = (
+        "a-letter-is-still-on-disk-when-its-text-enters-the-context-and-leaves-only-after"
+    )
+    assert changed == {
+        f"receiving/{still_on_disk}": {"INV-05": "fail"},
+        # The letter lost: "still in the mailbox" checks INV-04 and INV-05, "holds it
+        # once" INV-05 and INV-06 (receiving_steps.py).
+        "receiving/a-context-that-fails-keeps-the-letter-queued-and-a-retry-delivers-it": {
+            "INV-04": "fail",
+            "INV-05": "fail",
+            "INV-06": "fail",
+        },
+        # The send that should have been refused wrote a letter: "nothing was written"
+        # checks INV-08 (a refused send writes nothing).
+        **{f"{body_cap}@{row}": {"INV-08": "fail", "INV-09": "fail"} for row in (1, 2, 3)},
+        "resolution/a-session-is-found-by-its-kind@2": {"INV-13": "unsupported"},
+    }
+    unsupported = broken.scenario("resolution/a-session-is-found-by-its-kind@2")
+    assert unsupported["error"] == "the implementation does not offer: resolve"
 
 
-def test_a_cli_only_run_completes_lists_what_it_could_not_check_and_writes_the_matrix(
+@pytest.mark.parametrize("fault", ["unlink-first", "oversize-body"])
+def test_each_fault_alone_fails_only_its_own_rows(
+    tmp_path: Path, in_process: Report, fault: str
+) -> None:
+    alone = run(tmp_path, "--impl", f"{BROKEN} --fault {fault}", *SELECTION)
+    failed = {
+        inv
+        for results in alone.results().values()
+        for inv, result in results.items()
+        if result != "pass"
+    }
+    assert (
+        failed
+        == {
+            "unlink-first": {"INV-04", "INV-05", "INV-06"},
+            "oversize-body": {"INV-08", "INV-09"},
+        }[fault]
+    )
+
+
+def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
     tmp_path: Path,
 ) -> None:
+    """The registry machine states INV-14, 15, 17 and more; a toy whose ``record``
+    calls every recorded session live breaks presence (INV-15) and only that row
+    of the machine fails."""
+    faulty = run(
+        tmp_path,
+        *("--impl", f"{BROKEN} --fault stale-presence"),
+        *("--features", "features/addresses.feature", "--name", "no such scenario"),
+    )
+    registry = faulty.scenario(
+        "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest"
+    )
+    assert registry["results"] == {"INV-15": "fail"}
+    assert registry["tier"] == "must"
+    assert registry["error"].startswith("AssertionError: [INV-15] presence of s-")
+    assert "state.register(" in registry["error"]  # the falsifying steps
+    assert faulty.code == 1
+
+
+def test_an_error_answer_is_an_error_of_the_scenario_not_a_failure(tmp_path: Path) -> None:
+    errors = run(tmp_path, "--impl", f"{BROKEN} --fault count-errors", *SELECTION)
+    assert errors.code == 1
+    oldest = errors.scenario("receiving/letters-enter-the-context-oldest-first")
+    assert oldest["results"] == {"INV-07": "error"}
+    assert "count" in oldest["error"]
+    assert not any("fail" in results.values() for results in errors.results().values())
+
+
+def test_an_unanswered_call_is_a_timeout_and_the_next_scenario_runs(tmp_path: Path) -> None:
+    hangs = run(
+        tmp_path,
+        *("--impl", f"{BROKEN} --fault count-hangs", "--timeout", "1"),
+        *("--features", "features/mailbox.feature"),
+        *("--name", "taken oldest first|the order comes from the ids"),
+        "--no-machines",
+    )
+    outcomes = hangs.outcomes()
+    taken = "mailbox/messages-are-taken-oldest-first-and-a-taken-message-is-gone"
+    assert outcomes == {
+        taken: "timeout",
+        # it counts nothing, and runs after the timeout, on the implementation restarted
+        "mailbox/the-order-comes-from-the-ids-not-from-when-the-files-appeared": "pass",
+    }
+    assert "CallTimedOut: count: no answer within 1 s" in hangs.scenario(taken)["error"]
+    assert set(hangs.results()[taken].values()) == {"timeout"}
+    assert hangs.code == 1
+
+
+def test_expected_failures_keep_the_run_green_until_one_passes(tmp_path: Path) -> None:
+    expectations = tmp_path / "expected.txt"
+    faulty = ["--impl", f"{BROKEN} --fault oversize-body", *SELECTION]
+    first = run(tmp_path, *faulty, "--write-expectations", str(expectations))
+    assert first.code == 1
+    written = expectations.read_text(encoding="utf-8")
+    assert re.findall(r"^bad_input/\S+@\d", written, re.MULTILINE) == [
+        f"bad_input/a-body-over-the-cap-is-refused-with-its-size-and-the-cap-count-character@{n}"
+        for n in (1, 2, 3)
+    ]
+    expected = run(tmp_path, *faulty, "--expect", str(expectations))
+    assert expected.code == 0, expected.output
+    assert sorted(set(expected.outcomes().values())) == ["expected-fail", "pass"]
+    fixed = run(tmp_path, *SELECTION, "--expect", str(expectations))
+    assert fixed.code == 1
+    assert list(fixed.outcomes().values()).count("unexpected-pass") == 3
+    assert "passes, but the expectations say it fails" in fixed.output
+
+
+def test_nothing_checked_exits_1_and_a_required_row_must_pass(tmp_path: Path) -> None:
+    nothing = run(
+        tmp_path, "--cli", "pi-post", "--features", "features/resolution.feature", "--no-machines"
+    )
+    assert nothing.code == 1
+    assert set(nothing.outcomes().values()) == {"unsupported"}
+    assert "nothing was checked" in " ".join(nothing.report["why"])
+    required = run(tmp_path, *SELECTION, "--require", "INV-05", "INV-01")
+    assert required.code == 1
+    assert required.report["why"] == ["--require INV-01: its MUST result is not checked"]
+
+
+def test_a_run_that_breaks_exits_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*RUNNER, "--impl", "/nonexistent/shim", *SELECTION],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "cannot run /nonexistent/shim" in done.stderr
+
+
+def test_list_prints_the_scenario_ids_tiers_and_invariants_and_runs_nothing() -> None:
+    done = subprocess.run(
+        [*RUNNER, "--list", "--impl", "/nonexistent/shim", "--features", RESOLUTION],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("resolution/a-session-is-found-by-its-kind@1\tMUST\tINV-13")
+    ids = [line.split("\t")[0] for line in lines]
+    assert "resolution/a-path-through-a-symlink-finds-the-session-in-the-real-directory" in ids
+    assert len(set(ids)) == len(ids)
+    assert "tests/invariants/test_registry_machine.py" in ids
+
+
+SHIM = """import sys
+from pipost.driver import serve
+serve(sys.stdin, sys.stdout)
+"""
+
+
+def test_command_runs_from_the_callers_folder_with_its_relative_paths(tmp_path: Path) -> None:
+    porter = tmp_path / "port"
+    (porter / "conformance").mkdir(parents=True)
+    (porter / "conformance" / "shim.py").write_text(SHIM, encoding="utf-8")
+    features = [str(REPO / "features" / "receiving.feature")]
+    done = subprocess.run(
+        [
+            *RUNNER,
+            *("--impl", f"{sys.executable} conformance/shim.py"),
+            *("--features", *features, "--name", "oldest first", "--no-machines"),
+            *("--json", "report.json"),
+        ],
+        cwd=porter,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((porter / "report.json").read_text(encoding="utf-8"))
+    assert [s["result"] for s in report["scenarios"]] == ["pass"]
+
+
+def test_a_cli_only_run_completes_says_what_it_could_not_check_and_writes_html(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "matrix.html"
     report = run(
         tmp_path,
-        "matrix.html",
         *("--cli", "pi-post", "--features", "features/cli.feature", "features/messages.feature"),
-        *("--name", "writes one v1 letter|over the cap|zero-padded"),
+        *("--name", "writes one v1 letter|over the cap|zero-padded", "--report", str(page)),
     )
-    assert report.code == 0, report.text
-    assert report.text.startswith("<!doctype html>")
-    assert "<td>INV-21</td><td>wire compatibility with pi-post 0.7, both directions</td>" in (
-        report.text
-    )
-    assert re.search(r'<tr class="pass"><td>INV-09</td>', report.text), report.text
-    assert "<li>CLI-only implementation: the scenario needs the driver: " in report.text
+    assert report.code == 0, report.output
+    assert report.report["implementation"] == {"command": "--cli 'pi-post'"}  # not pipost's
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!doctype html>")
+    assert "<td>INV-21</td><td>wire compatibility with pi-post 0.7, both directions</td>" in text
+    assert re.search(r'<td>INV-09</td><td>[^<]*</td><td class="pass">', text), text
+    assert "<li>CLI-only implementation: the scenario needs the driver: " in text

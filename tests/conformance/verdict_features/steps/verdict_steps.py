@@ -1,0 +1,51 @@
+"""Steps whose outcomes are known, for the toy scenarios of verdicts.feature."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from behave import given, then, when
+from behave.runner import Context
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "features" / "steps"))
+from feature_world import checks, world
+
+from pipost.driver import CallTimedOut
+
+
+@given("a world")
+def a_world(context: Context) -> None:
+    world(context).call("advance_clock", ms=1)
+
+
+@given("a precondition that fails")
+def a_failing_precondition(context: Context) -> None:
+    raise AssertionError("the precondition does not hold")
+
+
+@when("the implementation answers an error")
+def an_error_answer(context: Context) -> None:
+    world(context).call("no_such_op")
+
+
+@when("the implementation does not answer")
+def no_answer(context: Context) -> None:
+    raise CallTimedOut("advance_clock: no answer within 0.5 s")
+
+
+@then("the INV-10 assertion fails")
+@checks("INV-10")
+def inv_10_fails(context: Context) -> None:
+    raise AssertionError("the letter was not set aside")
+
+
+@then("the INV-05 assertion passes")
+@checks("INV-05")
+def inv_05_passes(context: Context) -> None:
+    world(context).call("advance_clock", ms=0)
+
+
+@then("an assertion that names no invariant fails")
+def unmarked_fails(context: Context) -> None:
+    raise AssertionError("it was queued")

@@ -1,0 +1,31 @@
+@INV-05 @INV-10 @must
+Feature: verdicts per assertion (the kit checks itself)
+
+  Scenario: a failed assertion fails only the invariant its step names
+    Given a world
+    Then the INV-10 assertion fails
+    And the INV-05 assertion passes
+
+  @should
+  Scenario: a failing precondition is an error
+    Given a precondition that fails
+    Then the INV-05 assertion passes
+
+  Scenario: an assertion step that names no invariant is an error
+    Given a world
+    Then an assertion that names no invariant fails
+    And the INV-05 assertion passes
+
+  Scenario: an error answer is an error
+    Given a world
+    When the implementation answers an error
+    Then the INV-05 assertion passes
+
+  Scenario: an unanswered call is a timeout
+    Given a world
+    When the implementation does not answer
+
+  @should @must
+  Scenario: every assertion passes
+    Given a world
+    Then the INV-05 assertion passes
