@@ -107,3 +107,24 @@ def conformance(session: nox.Session) -> None:
     runner = str(Path(__file__).resolve().parent / "tools" / "conformance.py")
     with session.chdir(session.invoked_from):
         session.run("python", runner, *session.posargs)
+
+
+@nox.session
+def example_port(session: nox.Session) -> None:
+    """The kit against the independent Node implementation in ports/node (issue 13,
+    SPEC 11.1): its own tests first, then the conformance run, which fails unless every
+    MUST row passes. Nox runs it from this folder, where the paths below start. Writes
+    the matrix to the session's tmp folder (or where --report says); extra args go to
+    tools/conformance.py."""
+    _install(session)
+    session.run("node", "--test", "ports/node/test/", external=True)
+    matrix = f"{session.create_tmp()}/port.md"
+    report = [] if "--report" in session.posargs else ["--report", matrix]
+    session.run(
+        "python",
+        "tools/conformance.py",
+        "--impl",
+        "node ports/node/shim.mjs",
+        *report,
+        *session.posargs,
+    )
