@@ -241,6 +241,8 @@ def test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse(
             if "refused" in result:
                 continue
             check("failed" not in result, "INV-22", f"resolving {handle!r} failed: {result}")
+            if result.get("address") == handle and result.get("record") is None:
+                continue  # an address taken as it is, with no record: nothing was followed
             check(
                 result.get("address") in listable,
                 "INV-22",

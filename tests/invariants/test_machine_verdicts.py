@@ -129,7 +129,7 @@ def test_the_registry_machine_fails_only_the_invariant_a_fault_breaks(
 
 
 class PrefixesRefused(InProcessDriver):
-    """Resolve refuses an id prefix (SPEC 4 step 2) that is not a whole id (INV-13);
+    """Resolve refuses an id prefix (SPEC 4 step 3) that is not a whole id (INV-13);
     a send still resolves it."""
 
     def op_resolve(self, handle: str, cwd: str, home: str | None = None) -> dict[str, Json]:
@@ -159,6 +159,29 @@ class NineTargetsSent(InProcessDriver):
         return super().op_send(targets[:8], body, cwd, label, session, reply_to, home)
 
 
+class TakesBareAddresses(InProcessDriver):
+    """What pi-post 0.7 does with an address no session registered: resolve shows it
+    bare (no record), where pipost refuses (its SHOULD)."""
+
+    def op_resolve(self, handle: str, cwd: str, home: str | None = None) -> dict[str, Json]:
+        try:
+            return super().op_resolve(handle, cwd, home)
+        except Refused as refused:
+            if not isinstance(refused.reason, refusals.UnknownAddress):
+                raise
+            return {"address": handle, "record": None, "presence": None, "queued": 0}
+
+
+class BareAddressMisread(TakesBareAddresses):
+    """Shows an unregistered address as another one (INV-12: that is a guess)."""
+
+    def op_resolve(self, handle: str, cwd: str, home: str | None = None) -> dict[str, Json]:
+        found = super().op_resolve(handle, cwd, home)
+        if found["record"] is None and found["address"] == handle:
+            found["address"] = "s-000000000001"
+        return found
+
+
 RESOLUTION = test_resolution_properties
 
 
@@ -180,6 +203,28 @@ def test_the_resolution_properties_fail_only_the_invariant_a_fault_breaks(
     monkeypatch.delenv(IMPLEMENTATION, raising=False)
     monkeypatch.setattr(driver, "InProcessDriver", faulty)
     assert_fails_only(prop, invariant)
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        RESOLUTION.test_resolution_never_guesses,
+        RESOLUTION.test_resolve_is_total,
+    ],
+    ids=["never guesses", "total"],
+)
+def test_taking_an_unregistered_address_as_it_is_passes_what_is_must(
+    monkeypatch: pytest.MonkeyPatch, prop: Callable[[], None]
+) -> None:
+    """Refusing an address with neither record nor mailbox is a SHOULD (SPEC 4):
+    the MUST properties accept a port that takes it as it is, and not one that
+    shows it as something else."""
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
+    monkeypatch.setattr(driver, "InProcessDriver", TakesBareAddresses)
+    assert failures_of(prop) == []
+    if prop is RESOLUTION.test_resolution_never_guesses:
+        monkeypatch.setattr(driver, "InProcessDriver", BareAddressMisread)
+        assert_fails_only(prop, "INV-12")
 
 
 def test_a_fault_of_resolve_is_not_held_against_a_send(monkeypatch: pytest.MonkeyPatch) -> None:
