@@ -649,7 +649,7 @@ def exchange_lines(item: Item, last: int = EXCHANGE_SHOWN) -> list[str]:
     """The end of the scenario's driver exchange, one call a line."""
     shown = item.exchange[-last:]
     earlier = len(item.exchange) - len(shown)
-    lines = [f"… {earlier} calls before"] if earlier else []
+    lines = [f"… {earlier} call{'s' if earlier > 1 else ''} before"] if earlier else []
     for call in shown:
         answer = call.get("result", call.get("error"))
         arrow = "→ error" if "error" in call else "→"
