@@ -27,6 +27,9 @@ from pipost.quarantine import SetAside
 from pipost.reception import ENTERS, Outcome
 from pipost.session import Record
 
+PIPOST_DRIVER = [sys.executable, "-m", "pipost", "driver"]
+"""pipost's driver over JSON lines, as a port's shim is run."""
+
 NOW = 1796078534257
 """The instant the reference transcripts were recorded at (ms since the epoch)."""
 

@@ -998,26 +998,20 @@ def _received(context: RecordingContext, outcomes: list[Outcome]) -> Result:
     }
 
 
+_GUARD_FACTS: dict[str, Result] = {
+    "duplicate": {"window_ms": DUPLICATE_WINDOW_MS},
+    "rate": {"window_ms": RATE_WINDOW_MS, "limit": RATE_LIMIT},
+}
+"""The loop guard's rules, by the word its logged reason starts with, and their facts."""
+
+
 def _drop_reason(logged: str) -> Result:
     """Why a receiver dropped a message, as the protocol says it: the code of the
     rule (the inbound mode, or the loop guard and which of its rules), its facts,
     and the reason pipost logged as the text."""
     rule = logged.split(":", 1)[0]
-    if rule == "duplicate":
-        return {
-            "code": "loop_guard",
-            "text": logged,
-            "rule": rule,
-            "window_ms": DUPLICATE_WINDOW_MS,
-        }
-    if rule == "rate":
-        return {
-            "code": "loop_guard",
-            "text": logged,
-            "rule": rule,
-            "window_ms": RATE_WINDOW_MS,
-            "limit": RATE_LIMIT,
-        }
+    if rule in _GUARD_FACTS:
+        return {"code": "loop_guard", "text": logged, "rule": rule, **_GUARD_FACTS[rule]}
     return {"code": "inbound_refused", "text": logged}
 
 

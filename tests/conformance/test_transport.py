@@ -22,8 +22,7 @@ from pipost.driver import (
     TransportError,
     serve,
 )
-
-PIPOST_DRIVER = [sys.executable, "-m", "pipost", "driver"]
+from tests.helpers import PIPOST_DRIVER
 
 
 def served(*requests: dict[str, Json] | str) -> list[dict[str, Json]]:
