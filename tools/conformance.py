@@ -479,6 +479,11 @@ class Run:
             return 2
         return 1 if self.breaches() else 0
 
+    def why(self) -> list[str]:
+        """Why the exit status is not 0, one line each: why the run broke (2), else
+        its breaches (1); empty when it is 0."""
+        return [self.broken] if self.broken else self.breaches()
+
     def counts(self, kind: str) -> Counter[str]:
         return Counter(item.result for item in self.items if item.kind == kind)
 
@@ -683,10 +688,10 @@ def markdown(run: Run) -> str:
             f"{_counted(row, 'should')} | {_cell(row_notes(run, row))} |"
         )
     if run.broken:
-        lines += ["", "## The run broke", "", "```", run.broken, "```"]
-    if run.breaches():
-        lines += ["", "## Why the exit status is 1", ""]
-        lines += [f"- {_cell(why)}" for why in run.breaches()]
+        lines += ["", "## Why the exit status is 2: the run broke", "", "```", run.broken, "```"]
+    elif run.why():
+        lines += ["", f"## Why the exit status is {run.status()}", ""]
+        lines += [f"- {_cell(why)}" for why in run.why()]
     shown = problems(run)
     if shown:
         lines += ["", "## Failures", ""]
@@ -737,7 +742,11 @@ def html_page(run: Run) -> str:
         f"<li>{text(why)}: {n}</li>" for why, n in run.not_checked().most_common()
     )
     defects = "".join(f"<li>{text(i.id)}: {text(i.tier_defect)}</li>" for i in run.defects())
-    broken = f"<h2>The run broke</h2><pre>{text(run.broken)}</pre>" if run.broken else ""
+    if run.broken:
+        why = f"<h2>Why the exit status is 2: the run broke</h2><pre>{text(run.broken)}</pre>"
+    else:
+        said = "".join(f"<li>{text(line)}</li>" for line in run.why())
+        why = f"<h2>Why the exit status is {run.status()}</h2><ul>{said}</ul>" if said else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>Conformance matrix: {text(_identity(run))}</title>
@@ -756,7 +765,7 @@ td.unsupported, td.none {{ background: #eeeeee; }}
 <tr><th>invariant</th><th></th><th>MUST</th><th>SHOULD</th><th>notes</th></tr>
 {chr(10).join(rows)}
 </table>
-{broken}
+{why}
 <h2>Failures</h2>{failures or "<p>none</p>"}
 <h2>Not checked</h2><ul>{not_checked or "<li>nothing</li>"}</ul>
 <h2>Kit defects</h2><ul>{defects or "<li>none</li>"}</ul>
@@ -809,7 +818,7 @@ def json_report(run: Run) -> dict[str, Any]:
         "selected": run.selected,
         "summary": run.summary(),
         "exit_status": run.status(),
-        "why": run.breaches() if not run.broken else [run.broken],
+        "why": run.why(),
         "invariants": invariants,
         "scenarios": scenarios,
     }
@@ -975,6 +984,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [r for r in args.require if r != "must" and not _INV.fullmatch(r)]
     if bad:
         print(f"conformance: --require takes INV-NN or must, not {', '.join(bad)}", file=sys.stderr)
+        return 2
+    no_row = [r for r in args.require if _INV.fullmatch(r) and r not in INVARIANTS]
+    if no_row:
+        rows = f"{min(INVARIANTS)} to {max(INVARIANTS)}"
+        print(
+            f"conformance: --require {', '.join(no_row)}: no such row (the rows are {rows})",
+            file=sys.stderr,
+        )
         return 2
     try:
         expectations = read_expectations(args.expect) if args.expect else {}
