@@ -380,19 +380,21 @@ def expectations_text(items: Sequence[Item]) -> str:
 
 
 def expect(item: Item, reason: str) -> Item:
-    """An item the expectations file says fails: a failure becomes expected-fail; a
-    pass is an unexpected-pass, which fails the run until the file is updated."""
-
-    def mark(result: str) -> str:
-        if result in NOT_PASSING:
-            return EXPECTED_FAIL
-        return UNEXPECTED_PASS if result == PASS else result
-
-    passed = item.result == PASS
+    """An item the expectations file says fails. The expectation is about the item
+    as a whole: while it still fails it is expected-fail, and so are the rows it
+    fails, while the rows it passes count as passes; once it passes as a whole it is
+    an unexpected-pass, in every row, which fails the run until the file is updated.
+    An item that did not run (unsupported) stays as it is."""
+    if item.result == PASS:
+        results = dict.fromkeys(item.results, UNEXPECTED_PASS)
+        return replace(item, results=results, result=UNEXPECTED_PASS, expected=reason)
+    if item.result not in NOT_PASSING:
+        return replace(item, expected=reason)
     results = {
-        inv: UNEXPECTED_PASS if passed else mark(result) for inv, result in item.results.items()
+        inv: EXPECTED_FAIL if result in NOT_PASSING else result
+        for inv, result in item.results.items()
     }
-    return replace(item, results=results, result=mark(item.result), expected=reason)
+    return replace(item, results=results, result=EXPECTED_FAIL, expected=reason)
 
 
 # -- the run ----------------------------------------------------------------------------------
