@@ -27,6 +27,7 @@ otherwise; 2 when the run itself broke.
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import json
 import os
@@ -216,7 +217,7 @@ class Item:
     location: str
     tier: str
     invariants: tuple[str, ...]
-    """The invariants it is tagged with (a machine: its module's docstring)."""
+    """The invariants it is tagged with (a machine test: those it states)."""
     results: dict[str, str]
     """Invariant → this item's result for it."""
     result: str
@@ -276,9 +277,10 @@ def item_from_verdict(line: dict[str, Any]) -> Item:
 def machine_items(junit: Path, module: Path) -> list[Item]:
     """The tests of one state-machine module from pytest's JUnit XML: a failure whose
     message names invariants in brackets (``[INV-15] …``) fails those rows and says
-    nothing of the others; any other failure is an error of all the module's
-    invariants; a skip is unsupported, with its reason."""
-    invariants = module_invariants(module)
+    nothing of the others; any other failure is an error of all the test's
+    invariants; a skip is unsupported, with its reason. A test's invariants are
+    those its docstring names, else its module docstring's (``stated_invariants``)."""
+    stated = stated_invariants(module)
     tier = machine_tier(module)
     relative = str(module.relative_to(REPO))
     dotted = relative.removesuffix(".py").replace("/", ".")
@@ -286,6 +288,7 @@ def machine_items(junit: Path, module: Path) -> list[Item]:
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         in_class = str(case.get("classname", "")).removeprefix(dotted).lstrip(".")
         name = "::".join(part for part in (in_class, str(case.get("name", ""))) if part)
+        invariants = stated.get(name.partition("[")[0], stated[""])
         failure = case.find("failure")
         error = case.find("error")
         skipped = case.find("skipped")
@@ -334,6 +337,27 @@ def _raised(report: str) -> str:
 def module_invariants(path: Path) -> tuple[str, ...]:
     """The INV ids the module's docstring names: what the machine checks."""
     return tuple(sorted(set(_INV.findall(_docstring(path)))))
+
+
+def stated_invariants(path: Path) -> dict[str, tuple[str, ...]]:
+    """What each test of a machine module checks: test name (``function`` or
+    ``Class::method``, as its pytest id names it) → the INV ids its docstring
+    names, for each test (pytest's ``test*`` functions, in ``Test*`` classes or
+    not) whose docstring names some; ``""`` → the module's, the default of a test
+    that states none."""
+    found = {"": module_invariants(path)}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                named = sorted(set(_INV.findall(ast.get_docstring(node) or "")))
+                if named and node.name.startswith("test"):
+                    found[prefix + node.name] = tuple(named)
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                visit(node.body, f"{prefix}{node.name}::")
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body, "")
+    return found
 
 
 def machine_tier(path: Path) -> str:

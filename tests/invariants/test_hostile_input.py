@@ -1,5 +1,5 @@
 """Hostile input, generated, judged through the driver (SPEC 1.2 "strict and
-total", SPEC 10): INV-03, INV-09, INV-10, INV-13, INV-16, INV-21, INV-22.
+total", SPEC 10): INV-03, INV-06, INV-09, INV-10, INV-13, INV-16, INV-21, INV-22.
 
 Tier: must
 Operations: parse, list, resolve, register, deliver, send.
@@ -18,7 +18,8 @@ Files are laid on disk by the test (the wire layout: ``registry/<address>.json``
 ``inbox/<address>/<id>.json``) and judged through the driver only, so a
 conformance run points it at a port with PIPOST_IMPL. What only pipost can be
 asked — its words, its record parser, where it keeps what it set aside — is in
-test_hostile_parsers.py.
+test_hostile_parsers.py. Each test's docstring names the invariants its checks
+judge: what the conformance runner credits it with.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def check_parse(driver: Driver, raw: bytes, file_name: str | None) -> dict[str, 
 @budget(gate=300, thorough=25_000)
 @given(raw=arbitrary_bytes, file_name=file_names)
 def test_parse_survives_arbitrary_bytes(parser: Driver, raw: bytes, file_name: str | None) -> None:
+    """Checks INV-09, INV-10, INV-21, INV-22 (check_parse): arbitrary bytes under any name."""
     count_example("hostile parse: arbitrary bytes")
     check_parse(parser, raw, file_name)
 
@@ -140,6 +142,7 @@ def test_parse_survives_arbitrary_bytes(parser: Driver, raw: bytes, file_name: s
 @budget(gate=300, thorough=20_000)
 @given(raw=flipped(valid_letters))
 def test_parse_survives_damaged_bytes_of_valid_letters(parser: Driver, raw: bytes) -> None:
+    """Checks INV-09, INV-10, INV-21, INV-22 (check_parse): valid letters with bytes flipped."""
     count_example("hostile parse: damaged bytes")
     check_parse(parser, raw, None)
 
@@ -150,6 +153,7 @@ def test_parse_survives_damaged_bytes_of_valid_letters(parser: Driver, raw: byte
 def test_parse_survives_a_hostile_value_in_any_field(
     parser: Driver, raw: bytes, under_its_name: bool
 ) -> None:
+    """Checks INV-09, INV-10, INV-21, INV-22 (check_parse): one hostile value in any field."""
     count_example("hostile parse: one hostile field")
     file_name = None
     if under_its_name:
@@ -164,6 +168,8 @@ def test_parse_survives_a_hostile_value_in_any_field(
 def test_parse_refuses_duplicate_keys_nan_deep_nesting_and_stray_text(
     parser: Driver, case: Spliced
 ) -> None:
+    """Checks INV-09, INV-10, INV-21, INV-22 (check_parse): what must be rejected
+    is (INV-10), whitespace around a letter changes nothing (INV-21)."""
     count_example("hostile parse: spliced text")
     message = check_parse(parser, case.raw, None)
     if case.must_reject:
@@ -180,8 +186,9 @@ def test_parse_refuses_duplicate_keys_nan_deep_nesting_and_stray_text(
 @budget(gate=40, thorough=3_000)
 @given(letter=valid_letters, data=st.data())
 def test_a_truncated_letter_is_rejected(parser: Driver, letter: bytes, data: st.DataObject) -> None:
-    """A letter cut short (a torn write) is never half a message: at both ends and
-    at drawn lengths between (test_hostile_parsers.py cuts pipost's at every one)."""
+    """A letter cut short (a torn write) is never half a message (INV-03): at both
+    ends and at drawn lengths between (test_hostile_parsers.py cuts pipost's at
+    every one); each cut also through check_parse (INV-09, INV-10, INV-21, INV-22)."""
     count_example("hostile parse: truncations")
     if parsed(parser, letter) is None:
         raise SetupFailed(f"a valid letter was rejected: {letter!r}")
@@ -194,6 +201,7 @@ def test_a_truncated_letter_is_rejected(parser: Driver, letter: bytes, data: st.
 
 @pytest.mark.operations("parse")
 def test_a_huge_valid_looking_letter_is_rejected(parser: Driver) -> None:
+    """Checks INV-10: a letter over the read limit is rejected, with its reason."""
     letter = encode(new_message(Sender("process", "big"), "x", NOW))
     padded = letter[:-1] + b" " * LETTER_READ_LIMIT + b"}"
     check(parsed(parser, padded) is None, "INV-10", "accepted a letter over the read limit")
@@ -215,6 +223,8 @@ def _addresses(result: Result) -> set[str]:
 def test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse(
     entries: list[RegistryEntry], data: st.DataObject
 ) -> None:
+    """Checks INV-10, INV-13, INV-16, INV-22: exactly the well-formed records are
+    listed, each resolves, nothing is followed, and reading changes nothing."""
     count_example("hostile tree: registry")
     with scratch_tree() as base:
         driver = driving.new_driver(base)
@@ -292,6 +302,8 @@ def receiving_world() -> Iterator[tuple[Driver, Path, Path]]:
 @budget(gate=30, thorough=1_000)
 @given(st.lists(inbox_entries, min_size=1, max_size=12))
 def test_a_receiver_drains_a_hostile_mailbox(entries: list[InboxEntry]) -> None:
+    """Checks INV-06, INV-10, INV-22: every good letter delivered once, every bad
+    one set aside with its reason, no link followed, later mail still taken."""
     count_example("hostile tree: receiving")
     with receiving_world() as (driver, base, root):
         inbox = made(root, "inbox", RECEIVER_ADDRESS)
