@@ -288,7 +288,7 @@ def machine_items(junit: Path, module: Path) -> list[Item]:
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         in_class = str(case.get("classname", "")).removeprefix(dotted).lstrip(".")
         name = "::".join(part for part in (in_class, str(case.get("name", ""))) if part)
-        invariants = stated.get(name.partition("[")[0], stated[""])
+        invariants = of_test(stated, name)
         failure = case.find("failure")
         error = case.find("error")
         skipped = case.find("skipped")
@@ -358,6 +358,12 @@ def stated_invariants(path: Path) -> dict[str, tuple[str, ...]]:
 
     visit(ast.parse(path.read_text(encoding="utf-8")).body, "")
     return found
+
+
+def of_test(stated: dict[str, tuple[str, ...]], name: str) -> tuple[str, ...]:
+    """The invariants a test states (``stated_invariants``), by the name in its id:
+    a parametrised test's ``[…]`` is left off."""
+    return stated.get(name.partition("[")[0], stated[""])
 
 
 def machine_tier(path: Path) -> str:
@@ -902,7 +908,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--name", help="only scenarios whose name matches this regex")
     parser.add_argument("--no-machines", action="store_true", help="skip the state machines")
     parser.add_argument(
-        "--list", action="store_true", help="print the scenario ids, tiers and INVs; run nothing"
+        "--list",
+        action="store_true",
+        help="print the scenario and machine test ids, tiers, INVs; run nothing",
     )
     parser.add_argument("--report", type=Path, help="write the matrix here (.md or .html)")
     parser.add_argument("--json", type=Path, help="write the JSON report here")
@@ -931,14 +939,34 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def print_list(listed: Sequence[Listed], machines: Sequence[Path]) -> None:
+def machine_tests(paths: Sequence[Path]) -> list[str]:
+    """The pytest ids of the tests of these machine modules, as the reports and
+    ``--expect`` name them: collected, not run."""
+    if not paths:
+        return []
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts="]
+    argv += ["-p", "no:cacheprovider", *(str(path) for path in paths)]
+    done = subprocess.run(argv, cwd=REPO, env=child_env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
+        raise RuntimeError(f"pytest could not collect the state machines:\n{tail}")
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def print_list(listed: Sequence[Listed], machine_ids: Sequence[str]) -> None:
+    """One line per scenario and per machine test: its id, tier and invariants."""
     for scenario in listed:
         defect = f"  ({scenario.tier_defect})" if scenario.tier_defect else ""
         invariants = ",".join(scenario.invariants) or "-"
         print(f"{scenario.id}\t{scenario.tier.upper()}\t{invariants}{defect}")
-    for path in machines:
-        invariants = ",".join(module_invariants(path)) or "-"
-        print(f"{path.relative_to(REPO)}\t{machine_tier(path).upper()}\t{invariants}")
+    stated: dict[str, dict[str, tuple[str, ...]]] = {}
+    for test_id in machine_ids:
+        relative, _, name = test_id.partition("::")
+        module = REPO / relative
+        if relative not in stated:
+            stated[relative] = stated_invariants(module)
+        invariants = ",".join(of_test(stated[relative], name)) or "-"
+        print(f"{test_id}\t{machine_tier(module).upper()}\t{invariants}")
 
 
 def run_kit(args: argparse.Namespace, here: Path) -> Run:
@@ -1003,9 +1031,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["PIPOST_VALIDATE"] = "1" if args.validate else ""
     if args.list:
         features = [str(here / path) for path in args.features]
-        print_list(
-            listed_scenarios(features, args.name), [] if args.no_machines else machine_files()
-        )
+        try:
+            machine_ids = [] if args.no_machines else machine_tests(machine_files())
+        except RuntimeError as error:
+            print(f"conformance: --list: {error}", file=sys.stderr)
+            return 2
+        print_list(listed_scenarios(features, args.name), machine_ids)
         return 0
     bad = [r for r in args.require if r != "must" and not _INV.fullmatch(r)]
     if bad:

@@ -6,6 +6,7 @@ expectations about scenarios, machine tests credited with what they check, and
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -18,6 +19,7 @@ import conformance
 from conformance import Item, Run
 
 REPO = Path(__file__).resolve().parents[2]
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 
 def test_a_require_that_names_no_row_is_a_misused_run(
@@ -159,3 +161,43 @@ def test_each_hostile_input_test_states_the_invariants_its_checks_judge() -> Non
     for name in tests:
         assert set(stated.get(name, ())) == _judged(functions[name], functions), name
     assert set(stated[""]) == {inv for name in tests for inv in stated[name]}
+
+
+def test_list_prints_the_machine_test_ids_that_the_reports_and_expect_use(
+    tmp_path: Path,
+) -> None:
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "tools/conformance.py",
+            "--list",
+            "--features",
+            "features/addresses.feature",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = {line.split("\t")[0]: line.split("\t")[1:] for line in listed.stdout.splitlines()}
+    machines = {test_id: said for test_id, said in lines.items() if test_id.startswith("tests/")}
+    hostile = "tests/invariants/test_hostile_input.py"
+    assert machines[f"{hostile}::test_a_huge_valid_looking_letter_is_rejected"] == [
+        "MUST",
+        "INV-10",
+    ]
+    assert "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest" in machines
+    assert all("::" in test_id for test_id in machines)  # no module paths, which --expect ignores
+    # The ids a run reports for these tests (from pytest's JUnit XML) are the listed ones.
+    junit = tmp_path / "results.xml"
+    subprocess.run(
+        [*PYTEST, f"--junitxml={junit}", "-k", "huge or truncated", hostile],
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    reported = {item.id for item in conformance.machine_items(junit, REPO / hostile)}
+    assert len(reported) == 2
+    assert reported <= set(machines)

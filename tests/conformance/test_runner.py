@@ -340,7 +340,7 @@ def test_list_prints_the_scenario_ids_tiers_and_invariants_and_runs_nothing() ->
     ids = [line.split("\t")[0] for line in lines]
     assert "resolution/a-path-through-a-symlink-finds-the-session-in-the-real-directory" in ids
     assert len(set(ids)) == len(ids)
-    assert "tests/invariants/test_registry_machine.py" in ids
+    assert "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest" in ids
 
 
 def test_pipost_only_scenarios_are_in_no_conformance_run(tmp_path: Path) -> None:
