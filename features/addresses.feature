@@ -49,13 +49,13 @@ Feature: Addresses belong to conversations
     And a directory "{scratch}/home/dev/nobody-here"
     When I send "hello" to "{scratch}/home/dev/nobody-here"
     Then the send is refused as "unknown_target" with handle "{scratch}/home/dev/nobody-here" and path "{scratch}/home/dev/nobody-here"
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-02 @INV-12 @should
   Scenario: an address that no session registered and no mailbox holds is refused
     When I send "hello" to "s-0123456789ab"
     Then the send is refused as "unknown_address" with address "s-0123456789ab"
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-02 @INV-21 @must
   Scenario: an address whose mailbox exists is reachable without a record

@@ -12,7 +12,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
   Scenario Outline: a body over the cap is refused with its size and the cap (<count> × <character>)
     When I send a body of <count> "<character>" characters to "bob"
     Then the send is refused as "body_too_large" with size <bytes> and cap 32768
-    And nothing was written
+    And the refused body was written nowhere
 
     Examples:
       | count | character | bytes |
@@ -24,19 +24,19 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
   Scenario: an empty body is refused, and nothing is written
     When I send an empty body to "bob"
     Then the send is refused as "empty_body"
-    And nothing was written
+    And the refused body was written nowhere
 
   @INV-09 @must
   Scenario: a body of nothing but blanks is refused, and nothing is written
     When I send a body of 40 " " characters to "bob"
     Then the send is refused as "empty_body"
-    And nothing was written
+    And the refused body was written nowhere
 
   @INV-12 @must
   Scenario: an unknown target is refused
     When I send "hello?" to "bobby"
     Then the send is refused as "unknown_target" with handle "bobby"
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-12 @should
   Scenario: an unknown target is refused with the reachable sessions listed
@@ -49,13 +49,13 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
     And a live session "api-fixer" in "{scratch}/srv/checkouts/api"
     When I send "which of you?" to "{scratch}/home/dev/bob", "alice" and "api"
     Then the send is refused as "ambiguous_target" with handle "api" and candidates "api-reviewer" and "api-fixer"
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-12 @must
   Scenario: more than eight targets are refused
     When I send "everyone" to "bob", "alice", "bob", "alice", "bob", "alice", "bob", "alice" and "bob"
     Then the send is refused as "too_many_targets" with count 9 and cap 8
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-10 @INV-09 @must
   Scenario Outline: a letter with <field> set to <value> is set aside, and the mail behind it flows

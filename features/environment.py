@@ -40,6 +40,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -302,6 +303,21 @@ class Verdict:
     """An assertion step that failed without naming its invariants."""
 
 
+_NAMED = re.compile(r"\[(INV-\d\d(?: INV-\d\d)*)\] ")
+
+
+def failed_invariants(error: AssertionError, marked: tuple[str, ...]) -> tuple[str, ...]:
+    """The invariants a failed assertion of a step marked ``marked`` counts against:
+    those its message names first in brackets (``[INV-06] entered twice``), as the
+    state machines name theirs, when the step checks them all; else every one the
+    step is marked with. So one step can check two invariants apart."""
+    named = _NAMED.match(str(error))
+    if named is None:
+        return marked
+    found = tuple(named.group(1).split())
+    return found if set(found) <= set(marked) else marked
+
+
 def judged(function: Callable[..., None]) -> Callable[..., None]:
     """An assertion step that records its outcome against the invariants it names
     (``@checks``); a failed assertion of a marked step lets the scenario go on."""
@@ -320,7 +336,7 @@ def judged(function: Callable[..., None]) -> Callable[..., None]:
             verdict.assertions.append(
                 {
                     "step": verdict.step,
-                    "invariants": list(invariants),
+                    "invariants": list(failed_invariants(error, invariants)),
                     "passed": False,
                     "error": said,
                 }

@@ -6,7 +6,7 @@ Feature: Mailboxes
   ".json" that do not start with a dot.
 
   Background:
-    Given a live session "bob" in "/home/dev/bob"
+    Given a live session "bob" in "{scratch}/home/dev/bob"
 
   @INV-07
   Scenario: messages are taken oldest first, and a taken message is gone
@@ -39,7 +39,7 @@ Feature: Mailboxes
 
   @INV-08 @INV-12
   Scenario: a full mailbox refuses the whole send, the other targets included
-    Given a live session "carol" in "/home/dev/carol"
+    Given a live session "carol" in "{scratch}/home/dev/carol"
     And "bob" has 50 messages queued
     When I send "to both of you" to "carol" and "bob"
     Then the send is refused as "mailbox_full" with address "bob"

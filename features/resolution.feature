@@ -54,7 +54,7 @@ Feature: Resolution: every handle resolves, nothing is guessed
     And a live session "twin-b" in "{scratch}/home/dev/shared"
     When I send "which of you?" to "<handle>"
     Then the send is refused as "ambiguous_target" with handle "<handle>" and candidates "twin-a" and "twin-b"
-    And nothing was written
+    And the refused batch wrote nothing
 
     Examples:
       | handle           |
@@ -84,7 +84,7 @@ Feature: Resolution: every handle resolves, nothing is guessed
     When I send "anyone?" to "nobody"
     Then the send is refused as "unknown_target" with handle "nobody"
     And the refusal offers the reachable sessions "gtm-summoner", "cache" and "dashboard"
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-12 @must
   Scenario: seven hex characters are not a session id prefix
@@ -95,13 +95,13 @@ Feature: Resolution: every handle resolves, nothing is guessed
   Scenario: one unknown target refuses the whole send
     When I send "fan-out" to "cache-fix", "nobody" and "dashboard"
     Then the send is refused as "unknown_target" with handle "nobody"
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-12 @must
   Scenario: more than eight targets are a broadcast, and refused
     When I send "to all" to "dashboard" 9 times over
     Then the send is refused as "too_many_targets" with count 9 and cap 8
-    And nothing was written
+    And the refused batch wrote nothing
 
   @INV-12 @INV-13 @must
   Scenario: eight handles for one session make one deposit

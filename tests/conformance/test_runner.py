@@ -101,6 +101,19 @@ def test_a_failed_assertion_counts_for_its_invariant_only_and_the_scenario_goes_
     assert [call["op"] for call in scenario["exchange"]] == ["advance_clock", "advance_clock"]
 
 
+def test_a_step_that_checks_two_invariants_fails_the_one_its_message_names(
+    verdicts: Report,
+) -> None:
+    scenario = verdicts.scenario(
+        "verdicts/a-step-that-checks-two-invariants-fails-the-one-its-message-names"
+    )
+    assert scenario["results"] == {"INV-05": "pass", "INV-10": "fail"}
+    assert [(a["invariants"], a["passed"]) for a in scenario["assertions"]] == [
+        (["INV-10"], False),
+        (["INV-05"], True),
+    ]
+
+
 def test_an_error_of_a_scenario_is_not_a_failure_of_its_invariants(verdicts: Report) -> None:
     results = verdicts.results()
     for scenario, outcome in [
@@ -167,9 +180,7 @@ def test_pipost_in_process_passes_the_selection(in_process: Report) -> None:
     assert in_process.code == 0, in_process.output
     assert set(in_process.outcomes().values()) == {"pass"}
     rows = {row["id"] for row in in_process.report["invariants"] if row["result"] == "pass"}
-    assert rows == {
-        *("INV-04", "INV-05", "INV-06", "INV-07", "INV-08", "INV-09", "INV-12", "INV-13")
-    }
+    assert rows == {*("INV-05", "INV-06", "INV-07", "INV-09", "INV-12", "INV-13")}
     assert in_process.report["implementation"]["name"] == "pipost"
 
 
@@ -184,9 +195,11 @@ def test_pipost_through_pi_post_driver_gives_the_same_verdicts(
 def test_a_broken_implementation_fails_the_rows_of_what_it_breaks_and_nothing_else(
     tmp_path: Path, in_process: Report
 ) -> None:
-    """The toy breaks INV-05 (unlink-first) and INV-09 (oversize-body, which also
-    writes what a refused send must not: INV-08), and has no ``resolve``: the
-    scenarios that need it are unsupported, with the reason."""
+    """The toy breaks INV-05 (unlink-first) and INV-09 (oversize-body), and has no
+    ``resolve``: the scenarios that need it are unsupported, with the reason.
+    Nothing else fails: not INV-06 for the letter lost ("holds it once" says which
+    of its two invariants failed), not INV-08 for the body written past the cap
+    ("the refused body was written nowhere" checks INV-09)."""
     broken = run(tmp_path, "--impl", f"{BROKEN} --lacks resolve", *SELECTION)
     assert broken.code == 1, broken.output
     changed = changed_results(broken, in_process)
@@ -196,16 +209,10 @@ def test_a_broken_implementation_fails_the_rows_of_what_it_breaks_and_nothing_el
     )
     assert changed == {
         f"receiving/{still_on_disk}": {"INV-05": "fail"},
-        # The letter lost: "still in the mailbox" checks INV-04 and INV-05, "holds it
-        # once" INV-05 and INV-06 (receiving_steps.py).
         "receiving/a-context-that-fails-keeps-the-letter-queued-and-a-retry-delivers-it": {
-            "INV-04": "fail",
             "INV-05": "fail",
-            "INV-06": "fail",
         },
-        # The send that should have been refused wrote a letter: "nothing was written"
-        # checks INV-08 (a refused send writes nothing).
-        **{f"{body_cap}@{row}": {"INV-08": "fail", "INV-09": "fail"} for row in (1, 2, 3)},
+        **{f"{body_cap}@{row}": {"INV-09": "fail"} for row in (1, 2, 3)},
         "resolution/a-session-is-found-by-its-kind@2": {"INV-13": "unsupported"},
     }
     unsupported = broken.scenario("resolution/a-session-is-found-by-its-kind@2")
@@ -226,8 +233,8 @@ def test_each_fault_alone_fails_only_its_own_rows(
     assert (
         failed
         == {
-            "unlink-first": {"INV-04", "INV-05", "INV-06"},
-            "oversize-body": {"INV-08", "INV-09"},
+            "unlink-first": {"INV-05"},
+            "oversize-body": {"INV-09"},
         }[fault]
     )
 

@@ -6,6 +6,11 @@ Feature: verdicts per assertion (the kit checks itself)
     Then the INV-10 assertion fails
     And the INV-05 assertion passes
 
+  Scenario: a step that checks two invariants fails the one its message names
+    Given a world
+    Then the INV-05 and INV-10 assertion fails naming INV-10
+    And the INV-05 assertion passes
+
   @should
   Scenario: a failing precondition is an error
     Given a precondition that fails

@@ -40,6 +40,12 @@ def inv_10_fails(context: Context) -> None:
     raise AssertionError("the letter was not set aside")
 
 
+@then("the INV-05 and INV-10 assertion fails naming INV-10")
+@checks("INV-05", "INV-10")
+def inv_10_of_two_fails(context: Context) -> None:
+    raise AssertionError("[INV-10] the letter was delivered, not set aside")
+
+
 @then("the INV-05 assertion passes")
 @checks("INV-05")
 def inv_05_passes(context: Context) -> None:
