@@ -982,7 +982,11 @@ def run_kit(args: argparse.Namespace, here: Path) -> Run:
         items, about, broken = run_behave(impl, cli, features, args.name, Path(work))
         cli_only = bool(args.cli) and not args.impl
         if cli_only and not broken:
-            machines = [_not_run(path, "CLI-only implementation") for path in machine_files()]
+            try:
+                tests = machine_tests(machine_files())
+            except RuntimeError as error:
+                tests, broken = [], str(error)
+            machines = [not_run(test_id, "CLI-only implementation") for test_id in tests]
         elif args.no_machines or broken:
             machines = []
         else:
@@ -998,15 +1002,17 @@ def run_kit(args: argparse.Namespace, here: Path) -> Run:
     )
 
 
-def _not_run(path: Path, why: str) -> Item:
-    invariants = module_invariants(path)
-    relative = str(path.relative_to(REPO))
+def not_run(test_id: str, why: str) -> Item:
+    """A machine test (by its pytest id) that this run could not run, and why."""
+    relative, _, name = test_id.partition("::")
+    module = REPO / relative
+    invariants = of_test(stated_invariants(module), name)
     return Item(
-        id=relative,
-        name=path.stem,
+        id=test_id,
+        name=name,
         kind="machine",
         location=relative,
-        tier=machine_tier(path),
+        tier=machine_tier(module),
         invariants=invariants,
         results=dict.fromkeys(invariants, UNSUPPORTED),
         result=UNSUPPORTED,

@@ -201,3 +201,13 @@ def test_list_prints_the_machine_test_ids_that_the_reports_and_expect_use(
     reported = {item.id for item in conformance.machine_items(junit, REPO / hostile)}
     assert len(reported) == 2
     assert reported <= set(machines)
+
+
+def test_a_machine_test_a_cli_only_run_cannot_run_keeps_its_listed_id() -> None:
+    test_id = f"{HOSTILE.relative_to(REPO)}::test_a_huge_valid_looking_letter_is_rejected"
+    item = conformance.not_run(test_id, "CLI-only implementation")
+    assert (item.id, item.result, item.results) == (
+        test_id,
+        "unsupported",
+        {"INV-10": "unsupported"},
+    )

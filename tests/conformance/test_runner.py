@@ -418,3 +418,5 @@ def test_a_cli_only_run_completes_says_what_it_could_not_check_and_writes_html(
     assert "<td>INV-21</td><td>wire compatibility with pi-post 0.7, both directions</td>" in text
     assert re.search(r'<td>INV-09</td><td>[^<]*</td><td class="pass">', text), text
     assert "<li>CLI-only implementation: the scenario needs the driver: " in text
+    machines = [s["id"] for s in report.report["scenarios"] if s["kind"] == "machine"]
+    assert "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest" in machines
