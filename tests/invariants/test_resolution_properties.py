@@ -316,6 +316,8 @@ def every_handle(world: World) -> list[str]:
 
 @given(registries)
 def test_resolution_never_guesses(specs: list[Spec]) -> None:
+    """Each handle resolves to the session SPEC 4 names, or is refused with the
+    candidates (INV-12); one that names a session is not refused (INV-13)."""
     with world(specs) as built:
         for handle in every_handle(built):
             expected = spec_resolution(handle, built)
@@ -350,6 +352,7 @@ def test_resolution_never_guesses(specs: list[Spec]) -> None:
 
 @given(distinct_registries())
 def test_every_handle_of_a_session_resolves_to_it(specs: list[Spec]) -> None:
+    """Every way SPEC 4 offers to name a session finds it (INV-13)."""
     with world(specs) as built:
         for session in built.sessions:
             for handle in handles_of(session, built):
@@ -371,6 +374,7 @@ any_handle = st.one_of(
 
 @given(registries, st.lists(any_handle, min_size=1, max_size=5))
 def test_resolve_is_total(specs: list[Spec], handles: list[str]) -> None:
+    """Any text at all resolves to a registered session or is refused (INV-12)."""
     with world(specs) as built:
         addresses = {s.address for s in built.sessions}
         for handle in handles:
@@ -387,6 +391,8 @@ def test_resolve_is_total(specs: list[Spec], handles: list[str]) -> None:
 def test_a_send_is_atomic_and_capped(
     specs: list[Spec], too_many: bool, data: st.DataObject
 ) -> None:
+    """A batch is refused whole and writes nothing, more than 8 handles included
+    (INV-12); one whose every handle resolves is sent (INV-13)."""
     sizes = (MAX_TARGETS + 1, MAX_TARGETS + 2) if too_many else (1, MAX_TARGETS)
     with world(specs) as built:
         handles = data.draw(
