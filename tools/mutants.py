@@ -43,7 +43,8 @@ from behave.parser import parse_file
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = Path("src") / "pipost"
-COPIED = ("src", "tests", "features", "pyproject.toml")
+COPIED = ("src", "tests", "features", "tools", "pyproject.toml")
+"""What a fault's copy needs: features/environment.py reads scenario ids from tools/."""
 DEFAULT_TIMEOUT_S = 240.0
 OUTPUT_TAIL_LINES = 25
 
