@@ -41,6 +41,7 @@ from feature_world import (
     list_of,
     quoted_items,
     text_of,
+    tree_changes,
     use_regular_expressions,
     valid_letter,
     write_private,
@@ -119,14 +120,6 @@ def snapshot(base: Path) -> dict[str, str]:
     return found
 
 
-def changes_between(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    return [
-        f"{path}: {before.get(path, '(absent)')} -> {after.get(path, '(absent)')}"
-        for path in sorted(set(before) | set(after))
-        if before.get(path) != after.get(path)
-    ]
-
-
 @dataclass
 class Shell:
     """A user at a shell: where they work, what they ran and what it printed."""
@@ -179,7 +172,7 @@ class Shell:
                 done.stdout.decode("utf-8", "surrogateescape"),
                 done.stderr.decode("utf-8", "surrogateescape"),
             )
-        self.changes = changes_between(before, snapshot(self.scratch))
+        self.changes = tree_changes(before, snapshot(self.scratch))
         return self.ran
 
     def last(self) -> Ran:
@@ -470,7 +463,7 @@ def send_many(context: Context, count: str, target: str) -> None:
     context.runs = [
         me.run(["send", "--to", target, "--body", f"letter {n}"]) for n in range(int(count))
     ]
-    me.changes = changes_between(before, snapshot(me.scratch))
+    me.changes = tree_changes(before, snapshot(me.scratch))
 
 
 # -- what it printed -------------------------------------------------------------------------

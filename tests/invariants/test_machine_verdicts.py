@@ -82,6 +82,12 @@ def assert_fails_only(
     assert all(message.startswith(f"[{invariant}] ") for message in found), found
 
 
+def drive(monkeypatch: pytest.MonkeyPatch, faulty: type[InProcessDriver]) -> None:
+    """The machines get ``faulty`` in this process, whatever port the run names."""
+    monkeypatch.delenv(IMPLEMENTATION, raising=False)
+    monkeypatch.setattr(driver, "InProcessDriver", faulty)
+
+
 # -- drivers with one fault each ------------------------------------------------------------
 # (Results are spelt dict[str, Json]: the driver reads the operations' type hints in
 # this module's names.)
@@ -123,8 +129,7 @@ class SweepsTooEarly(InProcessDriver):
 def test_the_registry_machine_fails_only_the_invariant_a_fault_breaks(
     monkeypatch: pytest.MonkeyPatch, faulty: type[InProcessDriver], invariant: str
 ) -> None:
-    monkeypatch.delenv(IMPLEMENTATION, raising=False)
-    monkeypatch.setattr(driver, "InProcessDriver", faulty)
+    drive(monkeypatch, faulty)
     assert_fails_only(test_registry_machine.RegistryMachine, invariant)
 
 
@@ -200,8 +205,7 @@ def test_the_resolution_properties_fail_only_the_invariant_a_fault_breaks(
     invariant: str,
     prop: Callable[[], None],
 ) -> None:
-    monkeypatch.delenv(IMPLEMENTATION, raising=False)
-    monkeypatch.setattr(driver, "InProcessDriver", faulty)
+    drive(monkeypatch, faulty)
     assert_fails_only(prop, invariant)
 
 
@@ -219,8 +223,7 @@ def test_taking_an_unregistered_address_as_it_is_passes_what_is_must(
     """Refusing an address with neither record nor mailbox is a SHOULD (SPEC 4):
     the MUST properties accept a port that takes it as it is, and not one that
     shows it as something else."""
-    monkeypatch.delenv(IMPLEMENTATION, raising=False)
-    monkeypatch.setattr(driver, "InProcessDriver", TakesBareAddresses)
+    drive(monkeypatch, TakesBareAddresses)
     assert failures_of(prop) == []
     if prop is RESOLUTION.test_resolution_never_guesses:
         monkeypatch.setattr(driver, "InProcessDriver", BareAddressMisread)
@@ -229,8 +232,7 @@ def test_taking_an_unregistered_address_as_it_is_passes_what_is_must(
 
 def test_a_fault_of_resolve_is_not_held_against_a_send(monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch is judged by SPEC 4, not by what the implementation's resolve said."""
-    monkeypatch.delenv(IMPLEMENTATION, raising=False)
-    monkeypatch.setattr(driver, "InProcessDriver", PrefixesRefused)
+    drive(monkeypatch, PrefixesRefused)
     assert failures_of(RESOLUTION.test_a_send_is_atomic_and_capped) == []
 
 
@@ -251,8 +253,7 @@ class AdmitsAll(policy.LoopGuard):
 def test_the_loops_machine_fails_inv_18_without_a_loop_guard(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(IMPLEMENTATION, raising=False)
-    monkeypatch.setattr(driver, "InProcessDriver", NoLoopGuard)
+    drive(monkeypatch, NoLoopGuard)
     assert_fails_only(test_loops_machine.LoopsMachine, "INV-18")
 
 
@@ -311,8 +312,7 @@ UNLINK_FIRST = functools.partial(
 def test_the_mailbox_machine_fails_only_the_invariant_a_fault_breaks(
     monkeypatch: pytest.MonkeyPatch, faulty: type[InProcessDriver], invariant: str
 ) -> None:
-    monkeypatch.delenv(IMPLEMENTATION, raising=False)
-    monkeypatch.setattr(driver, "InProcessDriver", faulty)
+    drive(monkeypatch, faulty)
     assert_fails_only(test_mailbox_machine.MailboxMachine, invariant)
 
 
