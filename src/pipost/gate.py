@@ -38,6 +38,7 @@ from pipost.compatibility import (
     Pins,
     Verdict,
 )
+from pipost.format import visible
 
 USAGE: Final = """\
 usage: pi-post contract [--against REV|auto] [--format text|json|github] [--tree DIR]
@@ -311,8 +312,24 @@ def fixes(verdict: Verdict) -> list[str]:
 
 
 def _short(value: Json, limit: int = 240) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = visible(json.dumps(value, ensure_ascii=False, sort_keys=True))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shown(finding: Finding) -> list[tuple[str, str]]:
+    """What changed, as lines: a corpus case shows its input once and its results."""
+    values = [v for v in (finding.before, finding.after) if v is not None]
+    if not all(isinstance(v, dict) and "input" in v for v in values):
+        pairs = [("was ", finding.before), ("now ", finding.after)]
+        return [(label, _short(value)) for label, value in pairs if value is not None]
+    first = values[0]
+    assert isinstance(first, dict)
+    rows = [("case", _short(first["input"]))]
+    for label, value in (("was ", finding.before), ("now ", finding.after)):
+        if isinstance(value, dict):
+            result = value["result"]
+            rows.append((label, visible(result) if isinstance(result, str) else _short(result)))
+    return rows
 
 
 def _state_line(verdict: Verdict) -> str:
@@ -345,11 +362,8 @@ def print_text(report: Report, tree: Path, out: TextIO) -> None:
             out.write(
                 f"\n{finding.rule} ({grade}): {finding.part} {finding.facet} {finding.change}\n"
             )
-            if finding.before is not None:
-                out.write(f"  was: {_short(finding.before)}\n")
-            if finding.after is not None:
-                out.write(f"  now: {_short(finding.after)}\n")
-            out.write(f"  at:  {path}:{line}\n")
+            out.writelines(f"  {label}: {text}\n" for label, text in _shown(finding))
+            out.write(f"  at:   {path}:{line}\n")
         commands = fixes(verdict)
         if commands:
             out.write(f"\n{verdict.part}: to resolve\n")
