@@ -4,8 +4,6 @@
 checks, unit/property tests and behave features in sequence in one venv.
 """
 
-from pathlib import Path
-
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -37,8 +35,12 @@ def _tests(session: nox.Session, *, env: dict[str, str] | None = None) -> None:
     session.run("pytest", *session.posargs, env=env)
 
 
+FEATURES = "src/pipost_conformance/features"
+"""The kit's features, which ship in pipost (pi-post conformance runs them)."""
+
+
 def _features(session: nox.Session) -> None:
-    session.run("behave", "--format", "progress", "features")
+    session.run("behave", "--format", "progress", FEATURES)
 
 
 @nox.session
@@ -117,15 +119,14 @@ def mutants(session: nox.Session) -> None:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """The specification against an implementation, with an INV matrix (SPEC 11):
+    """pi-post conformance in this checkout's environment; extra args go to it
+    (SPEC 11; docs/conformance.md; pi-post conformance --help lists the options):
     nox -s conformance -- --impl "pi-post driver" --report matrix.md
     nox -f ../pipost/noxfile.py -s conformance -- --impl "node shim.mjs" --json report.json
-    (docs/conformance.md; python tools/conformance.py --help lists the options).
-    COMMAND and the report paths are taken from the folder nox was started in."""
+    It runs from the folder nox was started in, where COMMAND and the paths start."""
     _install(session)
-    runner = str(Path(__file__).resolve().parent / "tools" / "conformance.py")
     with session.chdir(session.invoked_from):
-        session.run("python", runner, *session.posargs)
+        session.run("pi-post", "conformance", *session.posargs)
 
 
 @nox.session
@@ -134,7 +135,7 @@ def example_port(session: nox.Session) -> None:
     SPEC 11.1): its own tests first, then the conformance run, which fails unless every
     MUST row passes. Nox runs it from this folder, where the paths below start. Writes
     the matrix to the session's tmp folder (or where --report says); extra args go to
-    tools/conformance.py."""
+    pi-post conformance."""
     _install(session)
     _example_port(session, session.posargs)
 
@@ -147,4 +148,4 @@ def _example_port(session: nox.Session, options: list[str]) -> None:
     matrix = f"{session.create_tmp()}/port.md"
     report = [] if "--report" in options else ["--report", matrix]
     port = ["--impl", "node ports/node/shim.mjs"]
-    session.run("python", "tools/conformance.py", *port, *report, *options)
+    session.run("pi-post", "conformance", *port, *report, *options)

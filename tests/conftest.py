@@ -10,6 +10,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# The kit's marker, for the tests of tests/invariants that import its machines.
+from pipost_conformance.machines.conftest import pytest_configure as pytest_configure
+
 settings.register_profile(
     "gate",
     max_examples=50,

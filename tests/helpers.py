@@ -5,10 +5,8 @@ by name, as a receiver does it; a recording double of what the disk is asked."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -27,43 +25,16 @@ from pipost.quarantine import SetAside
 from pipost.reception import ENTERS, Outcome
 from pipost.session import Record
 
+# Shared with the state machines of the conformance kit, which ships in pipost.
+from pipost_conformance.machines.common import NOW as NOW
+from pipost_conformance.machines.common import Entry as Entry
+from pipost_conformance.machines.common import made as made
+from pipost_conformance.machines.common import tree_snapshot as tree_snapshot
+
 PIPOST_DRIVER = [sys.executable, "-m", "pipost", "driver"]
 """pipost's driver over JSON lines, as a port's shim is run."""
 
-NOW = 1796078534257
-"""The instant the reference transcripts were recorded at (ms since the epoch)."""
-
 DAY_MS = 24 * 3600 * 1000
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One path of a tree as the snapshot sees it."""
-
-    mode: int
-    content: str
-    """sha256 of a file's bytes, a symlink's target, or "" for anything else."""
-    mtime_ns: int
-
-
-def tree_snapshot(root: Path) -> dict[str, Entry]:
-    """Every path under ``root`` (``root`` itself as ".") with mode, content and
-    mtime, never following a symlink and never opening a FIFO. Two snapshots are
-    equal exactly when nothing under ``root`` was created, removed or changed."""
-    snapshot: dict[str, Entry] = {}
-    for folder, folders, names in os.walk(root, followlinks=False):
-        for name in [".", *folders, *names]:
-            path = Path(folder) / name if name != "." else Path(folder)
-            info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                content = os.readlink(path)
-            elif stat.S_ISREG(info.st_mode):
-                content = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                content = ""
-            relative = os.path.relpath(path, root)
-            snapshot[relative] = Entry(info.st_mode, content, info.st_mtime_ns)
-    return snapshot
 
 
 @dataclass
@@ -205,12 +176,6 @@ class Opened:
 def json_names(folder: Path) -> list[str]:
     """The ``*.json`` names in a folder, as ``ls`` would show them (dot-files included)."""
     return sorted(name for name in os.listdir(folder) if name.endswith(".json"))
-
-
-def made(root: Path, first: str, *rest: str) -> Path:
-    """The folder ``root/first/rest...``, made (0700) as pipost makes it; its path."""
-    files.make(root, first, *rest).close()
-    return root.joinpath(first, *rest)
 
 
 def put(path: Path, data: bytes, *, durable: bool = True) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,8 +18,9 @@ from pipost.address import (
     is_address,
     resume_handle,
 )
+from pipost_conformance import INTEROP
 
-VECTORS_FILE = Path(__file__).parent / "fixtures" / "interop" / "address-vectors.json"
+VECTORS_FILE = INTEROP / "address-vectors.json"
 VECTORS = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))["vectors"]
 
 # Written out here rather than taken from the module, so a change of the module's

@@ -13,9 +13,9 @@ import pytest
 
 from pipost import compatibility, contract, files, gate, mailbox, message, schemas
 from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Revision, Verdict
+from pipost_conformance import INTEROP
 
 CHECKOUT = Path(__file__).resolve().parents[1]
-INTEROP = Path(__file__).parent / "fixtures" / "interop"
 
 
 def judged() -> dict[str, Verdict]:

@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from pipost.driver import InProcessDriver, SubprocessDriver, ValidatingDriver, open_driver
+from pipost_conformance.runner import FEATURES
 
 REPO = Path(__file__).resolve().parent.parent
-SCENARIO = ["features/addresses.feature", "--name", "every vector in the reference's file"]
+ADDRESSES = str(FEATURES / "addresses.feature")
+SCENARIO = [ADDRESSES, "--name", "every vector in the reference's file"]
 """A scenario of many address_of calls whose step reads only each answer's address."""
+RUNNER = [sys.executable, "-m", "pipost", "conformance"]
 
 SHIM = """
 import sys, time
@@ -81,7 +84,7 @@ def test_timeout_bounds_each_call(tmp_path: Path) -> None:
 
 def runner(*args: str) -> int:
     done = subprocess.run(
-        [sys.executable, "tools/conformance.py", "--no-machines", "--features", *SCENARIO, *args],
+        [*RUNNER, "--no-machines", "--features", *SCENARIO, *args],
         cwd=REPO,
         capture_output=True,
         text=True,

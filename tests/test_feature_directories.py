@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pipost_conformance.runner import FEATURES as KIT_FEATURES
+
 REPO = Path(__file__).resolve().parent.parent
 FEATURES = ["addresses", "bad_input", "interop", "resolution"]
 FEATURES += ["registry_presence", "messages", "reading", "sweeps"]
@@ -44,7 +46,7 @@ def test_an_implementation_that_canonicalises_through_the_file_system_passes(
 ) -> None:
     shim = tmp_path / "strict.py"
     shim.write_text(STRICT, encoding="utf-8")
-    features = [f"features/{name}.feature" for name in FEATURES]
+    features = [str(KIT_FEATURES / f"{name}.feature") for name in FEATURES]
     done = subprocess.run(
         [
             sys.executable,

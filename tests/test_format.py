@@ -6,7 +6,6 @@ import datetime
 import json
 import re
 import unicodedata
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +30,8 @@ from pipost.refusals import (
     UnknownTarget,
 )
 from pipost.session import Candidate, Presence, Record
+from pipost_conformance import INTEROP
 
-INTEROP = Path(__file__).parent / "fixtures" / "interop"
 CLI = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
 TRANSCRIPTS = {transcript["label"]: transcript for transcript in CLI["transcripts"]}
 

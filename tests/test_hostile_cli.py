@@ -3,7 +3,7 @@ command line fails saying "symlink" where a folder or record of the post office 
 one, a receiver refuses to start on a symlinked mailbox, and escape sequences in
 file names never reach the terminal raw.
 
-features/hostile_input.feature lays the same trees and judges them through the
+the kit's features/hostile_input.feature lays the same trees and judges them through the
 driver (nothing followed, nothing behind the link read or written); these are
 pipost's choices of how to refuse, and its words.
 """

@@ -29,10 +29,9 @@ from pipost.message import (
     to_json,
 )
 from pipost.refusals import BodyNotText, BodyTooLarge, EmptyBody
+from pipost_conformance import INTEROP
 
-INTEROP_MESSAGES = sorted(
-    (Path(__file__).parent / "fixtures" / "interop" / "messages").glob("*.json")
-)
+INTEROP_MESSAGES = sorted((INTEROP / "messages").glob("*.json"))
 VALIDATOR = jsonschema.Draft202012Validator(schemas.load("message.v1"))
 
 

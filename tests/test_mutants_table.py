@@ -95,7 +95,7 @@ def a_fault(*selection: mutants.Selection, edit: mutants.Edit = A_REAL_EDIT) -> 
     [
         (mutants.tests("test_host.py", "test_no_such_test"), "test_host.py::test_no_such_test"),
         (mutants.tests("test_no_such_file.py"), "tests/test_no_such_file.py does not exist"),
-        (mutants.feature("no_such.feature"), "features/no_such.feature does not exist"),
+        (mutants.feature("no_such.feature"), f"{mutants.FEATURES}/no_such.feature does not exist"),
         (mutants.scenarios("receiving.feature", "no such scenario"), "/no such scenario/"),
         (mutants.tagged("INV-99"), "@INV-99"),
     ],

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pipost import message, schemas, session
 from pipost.address import ADDRESS_PATTERN, address_of
 from pipost.session import Record
+from pipost_conformance import INTEROP
 
-INTEROP = Path(__file__).parent / "fixtures" / "interop"
 INTEROP_MESSAGES = sorted((INTEROP / "messages").glob("*.json"))
 FIXTURE_RECORDS: list[dict[str, Any]] = [
     entry["record"]

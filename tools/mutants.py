@@ -43,8 +43,9 @@ from behave.parser import parse_file
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = Path("src") / "pipost"
-COPIED = ("src", "tests", "features", "tools", "pyproject.toml")
-"""What a fault's copy needs: features/environment.py reads scenario ids from tools/."""
+COPIED = ("src", "tests", "pyproject.toml")
+"""What a fault's copy needs (the kit's features are under src/pipost_conformance)."""
+FEATURES = "src/pipost_conformance/features"
 DEFAULT_TIMEOUT_S = 240.0
 OUTPUT_TAIL_LINES = 25
 
@@ -92,7 +93,7 @@ class Scenarios:
         return by_name + by_tag
 
     def __str__(self) -> str:
-        where = self.path.removeprefix("features").removeprefix("/")
+        where = self.path.removeprefix(FEATURES).removeprefix("/")
         by_name = f" named /{self.name}/" if self.name is not None else ""
         by_tag = f" @{self.tag}" if self.tag is not None else ""
         return f"{where}{by_name}{by_tag}".strip()
@@ -123,16 +124,16 @@ def tests(file: str, *names: str) -> Tests:
 
 
 def feature(file: str) -> Scenarios:
-    return Scenarios(f"features/{file}")
+    return Scenarios(f"{FEATURES}/{file}")
 
 
 def scenarios(file: str, name: str) -> Scenarios:
-    return Scenarios(f"features/{file}", name=name)
+    return Scenarios(f"{FEATURES}/{file}", name=name)
 
 
 def tagged(tag: str) -> Scenarios:
     """Every scenario with the tag, in whichever feature it is."""
-    return Scenarios("features", tag=tag)
+    return Scenarios(FEATURES, tag=tag)
 
 
 HOST_TESTS = "test_host.py"

@@ -153,7 +153,7 @@ usage: pi-post driver
 
 Serve the conformance driver protocol on standard input and output, one JSON
 object per line (docs/conformance.md): the operations the features and state
-machines use, over pipost. nox -s conformance -- --impl "pi-post driver" runs
+machines use, over pipost. pi-post conformance --impl "pi-post driver" runs
 the suite through it; a port ships the same thin shim over its own library.
 """,
     "contract": """\
@@ -179,6 +179,41 @@ pinned, or a pin rewritten), 2 the gate could not run.
   bump PART       start the next version of PART: its version, the versions
                   its parser reads, and a copy of its schema for the new version
   diff A B        the changes between two pins, e.g. message@1 message@2
+""",
+    "conformance": """\
+usage: pi-post conformance [--impl COMMAND] [--cli COMMAND] [--features PATH ...]
+                           [--name REGEX] [--no-machines] [--list]
+                           [--report FILE] [--json FILE] [--junit FILE]
+                           [--expect FILE] [--write-expectations FILE]
+                           [--require INV-NN|must ...] [--validate] [--timeout S]
+
+The conformance kit (docs/conformance.md): run pi-post's specification — its
+features and state machines — against an implementation and say, per invariant,
+whether its MUST and SHOULD checks passed and whether it conforms to v1. Needs
+the kit's test dependencies: pip install "pipost[conformance]". COMMAND runs
+from this folder, and the paths below are from here too. Exit 0 when no MUST
+check failed, 1 when one did, 2 when the run could not be made.
+
+  --impl COMMAND        the driver scenarios and the state machines against the
+                        implementation COMMAND serves (JSON lines on stdin/stdout)
+  --cli COMMAND         the command-line scenarios against COMMAND (SPEC 8)
+                        (neither: pipost, in this process)
+  --features PATH ...   only these feature files or folders
+  --name REGEX          only the scenarios whose name matches
+  --no-machines         leave out the state machines
+  --list                print every scenario and machine test id, its tier and
+                        invariants; run nothing
+  --report FILE         write the matrix: Markdown, or HTML if FILE ends in .html
+  --json FILE           write the JSON report (conformance-report.v1)
+  --junit FILE          write JUnit XML, one testcase per scenario and test
+  --expect FILE         expected failures, one '<id> <reason>' a line
+  --write-expectations FILE
+                        write this run's failures as such a file
+  --require ROW ...     exit 1 unless these rows (INV-NN) pass their MUST
+                        checks; must: unless every MUST row does
+  --validate            check every request and answer against the driver
+                        protocol's schema
+  --timeout S           seconds one call may take (default 60)
 """,
     "doctor": """\
 usage: pi-post doctor [--json]
@@ -207,7 +242,8 @@ OVERVIEW = (
     USAGE
     + """       pi-post listen --session-id <id> [--name <name>] [--cwd <dir>] [--also]
                       [--transcript <file> | --exec <command> [--exec-timeout <seconds>]]
-       pi-post log | quarantine | doctor | sweep | demo | driver | contract | help [<command>]
+       pi-post log | quarantine | doctor | sweep | demo | driver | contract | conformance
+       pi-post help [<command>]
        pi-post --version
 
 pi-post passes text between agent sessions on one machine through files under
@@ -697,6 +733,14 @@ def cmd_contract(args: Sequence[str], ctx: Context) -> int:
     return gate.main(args, ctx.stdout, ctx.stderr, cwd=ctx.working_dir())
 
 
+def cmd_conformance(args: Sequence[str], ctx: Context) -> int:
+    if any(arg in ("--help", "-h") for arg in args):
+        raise HelpRequested
+    from pipost_conformance import runner  # the kit, and what it imports, only here
+
+    return runner.main(args, ctx.stdout, ctx.stderr, cwd=ctx.working_dir())
+
+
 COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "send": cmd_send,
     "list": cmd_list,
@@ -711,6 +755,7 @@ COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
     "demo": cmd_demo,
     "driver": cmd_driver,
     "contract": cmd_contract,
+    "conformance": cmd_conformance,
 }
 
 

@@ -7,13 +7,9 @@ for those rows only."""
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
-# tools/ holds scripts, not a package: mypy checks tools/conformance.py as the module
-# "conformance", and so is it imported here.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import conformance
+from pipost_conformance import runner as conformance
 
 STEPS = conformance.FEATURES / "steps"
 

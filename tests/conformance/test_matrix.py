@@ -1,4 +1,4 @@
-"""The matrix and the exit status of tools/conformance.py, from verdicts: each
+"""The matrix and the exit status of pi-post conformance, from verdicts: each
 invariant has a MUST and a SHOULD result; the run conforms when every MUST row
 passes; it exits 1 for a MUST that failed, errored or timed out, for an expected
 failure that passed, when nothing was checked, or when a required row did not
@@ -6,19 +6,14 @@ pass, and 2 when the run broke. Expectations turn failures into expected-fail.""
 
 from __future__ import annotations
 
-import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import jsonschema
 
 from pipost import schemas
-
-# tools/ holds scripts, not a package: mypy checks tools/conformance.py as the module
-# "conformance", and so is it imported here.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import conformance
-from conformance import Item, Run
+from pipost_conformance import runner as conformance
+from pipost_conformance.runner import Item, Run
 
 REPORTS = jsonschema.Draft202012Validator(schemas.load("conformance-report.v1"))
 

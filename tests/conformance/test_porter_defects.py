@@ -1,4 +1,4 @@
-"""Defects a porter found in the conformance runner (SPEC 11; tools/conformance.py):
+"""Defects a porter found in the conformance runner (SPEC 11; pi-post conformance):
 the exit status of a misused ``--require``, reports that agree with the exit status,
 expectations about scenarios, machine tests credited with what they check, and
 ``--list`` printing the machine test ids that ``--expect`` takes."""
@@ -13,13 +13,10 @@ from pathlib import Path
 
 import pytest
 
-# tools/ holds scripts, not a package (see test_verdicts.py).
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import conformance
-from conformance import Item, Run
+from pipost_conformance import runner as conformance
+from pipost_conformance.runner import Item, Run
 
-REPO = Path(__file__).resolve().parents[2]
-PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+RUNNER = [sys.executable, "-m", "pipost", "conformance"]
 
 
 def test_a_require_that_names_no_row_is_a_misused_run(
@@ -28,7 +25,8 @@ def test_a_require_that_names_no_row_is_a_misused_run(
     for variable in ("PIPOST_TIMEOUT", "PIPOST_VALIDATE"):  # main() sets them for its children
         monkeypatch.delenv(variable, raising=False)
     no_row = f"INV-{99}"  # spelled so, as no reference to SPEC 9 (tests/test_spec.py)
-    argv = ["--features", "features/addresses.feature", "--no-machines", "--require", no_row]
+    addresses = str(conformance.FEATURES / "addresses.feature")
+    argv = ["--features", addresses, "--no-machines", "--require", no_row]
     assert conformance.main(argv) == 2
     assert f"--require {no_row}: no such row" in capsys.readouterr().err
 
@@ -106,16 +104,16 @@ def test_an_expected_failure_that_passes_as_a_whole_fails_the_run_in_every_repor
     assert _junit_verdicts(run) == {"interop/fixed [MUST]": "failure"}
 
 
-HOSTILE = REPO / "tests" / "invariants" / "test_hostile_input.py"
+HOSTILE = conformance.MACHINES / "test_hostile_input.py"
 HOSTILE_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="3">
-<testcase classname="tests.invariants.test_hostile_input"
+<testcase classname="machines.test_hostile_input"
   name="test_parse_survives_arbitrary_bytes" />
-<testcase classname="tests.invariants.test_hostile_input"
+<testcase classname="machines.test_hostile_input"
   name="test_a_huge_valid_looking_letter_is_rejected">
   <failure message="KeyError: 'rejected'">Traceback ...</failure>
 </testcase>
-<testcase classname="tests.invariants.test_hostile_input"
+<testcase classname="machines.test_hostile_input"
   name="test_listing_and_resolving_over_a_hostile_registry_only_ever_refuse" />
 </testsuite></testsuites>
 """
@@ -128,7 +126,7 @@ def test_a_machine_test_credits_only_the_invariants_it_states(tmp_path: Path) ->
     assert parse.results == dict.fromkeys(("INV-09", "INV-10", "INV-21", "INV-22"), "pass")
     assert huge.results == {"INV-10": "error"}  # no [INV-NN]: an error of what it states
     assert registry.results == dict.fromkeys(("INV-10", "INV-13", "INV-16", "INV-22"), "pass")
-    registry_machine = REPO / "tests" / "invariants" / "test_registry_machine.py"
+    registry_machine = conformance.MACHINES / "test_registry_machine.py"
     stated = conformance.stated_invariants(registry_machine)
     assert stated == {"": conformance.module_invariants(registry_machine)}  # states none
 
@@ -167,44 +165,40 @@ def test_list_prints_the_machine_test_ids_that_the_reports_and_expect_use(
     tmp_path: Path,
 ) -> None:
     listed = subprocess.run(
-        [
-            sys.executable,
-            "tools/conformance.py",
-            "--list",
-            "--features",
-            "features/addresses.feature",
-        ],
-        cwd=REPO,
+        [*RUNNER, "--list", "--features", str(conformance.FEATURES / "addresses.feature")],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
     lines = {line.split("\t")[0]: line.split("\t")[1:] for line in listed.stdout.splitlines()}
-    machines = {test_id: said for test_id, said in lines.items() if test_id.startswith("tests/")}
-    hostile = "tests/invariants/test_hostile_input.py"
+    machines = {test_id: said for test_id, said in lines.items() if "::" in test_id}
+    hostile = "machines/test_hostile_input.py"
     assert machines[f"{hostile}::test_a_huge_valid_looking_letter_is_rejected"] == [
         "MUST",
         "INV-10",
     ]
-    assert "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest" in machines
-    assert all("::" in test_id for test_id in machines)  # no module paths, which --expect ignores
+    assert "machines/test_registry_machine.py::TestRegistryMachine::runTest" in machines
+    assert all(test_id.startswith("machines/") for test_id in machines)
+    assert not [line for line in lines if line.endswith(".py")]  # module paths match no --expect
     # The ids a run reports for these tests (from pytest's JUnit XML) are the listed ones.
     junit = tmp_path / "results.xml"
     subprocess.run(
-        [*PYTEST, f"--junitxml={junit}", "-k", "huge or truncated", hostile],
-        cwd=REPO,
+        [*conformance.PYTEST, f"--junitxml={junit}", "-k", "huge or truncated", hostile],
+        cwd=conformance.KIT,
         capture_output=True,
         timeout=120,
         check=True,
     )
-    reported = {item.id for item in conformance.machine_items(junit, REPO / hostile)}
+    reported = {item.id for item in conformance.machine_items(junit, conformance.KIT / hostile)}
     assert len(reported) == 2
     assert reported <= set(machines)
 
 
 def test_a_machine_test_a_cli_only_run_cannot_run_keeps_its_listed_id() -> None:
-    test_id = f"{HOSTILE.relative_to(REPO)}::test_a_huge_valid_looking_letter_is_rejected"
+    test_id = (
+        f"{HOSTILE.relative_to(conformance.KIT)}::test_a_huge_valid_looking_letter_is_rejected"
+    )
     item = conformance.not_run(test_id, "CLI-only implementation")
     assert (item.id, item.result, item.results) == (
         test_id,

@@ -23,10 +23,12 @@ import pytest
 from pipost import schemas
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER = [sys.executable, str(REPO / "tools" / "conformance.py")]
+RUNNER = [sys.executable, "-m", "pipost", "conformance"]
+KIT = "src/pipost_conformance/features"
+"""The features of the kit, from this repository, where the runs start."""
 BROKEN = f"{sys.executable} {REPO / 'tests' / 'conformance' / 'broken_impl.py'}"
 VERDICTS = "tests/conformance/verdict_features"
-RESOLUTION = "features/resolution.feature"
+RESOLUTION = f"{KIT}/resolution.feature"
 FEATURES = ["receiving", "bad_input", "resolution"]
 SCENARIOS = [
     "oldest first",
@@ -37,7 +39,7 @@ SCENARIOS = [
     "found by its name",
 ]
 SELECTION = [
-    *("--features", *(f"features/{name}.feature" for name in FEATURES)),
+    *("--features", *(f"{KIT}/{name}.feature" for name in FEATURES)),
     *("--name", "|".join(SCENARIOS)),
     "--no-machines",
 ]
@@ -248,11 +250,9 @@ def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
     faulty = run(
         tmp_path,
         *("--impl", f"{BROKEN} --fault stale-presence"),
-        *("--features", "features/addresses.feature", "--name", "no such scenario"),
+        *("--features", f"{KIT}/addresses.feature", "--name", "no such scenario"),
     )
-    registry = faulty.scenario(
-        "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest"
-    )
+    registry = faulty.scenario("machines/test_registry_machine.py::TestRegistryMachine::runTest")
     assert registry["results"] == {"INV-15": "fail"}
     assert registry["tier"] == "must"
     assert registry["error"].startswith("AssertionError: [INV-15] presence of s-")
@@ -273,7 +273,7 @@ def test_an_unanswered_call_is_a_timeout_and_the_next_scenario_runs(tmp_path: Pa
     hangs = run(
         tmp_path,
         *("--impl", f"{BROKEN} --fault count-hangs", "--timeout", "1"),
-        *("--features", "features/mailbox.feature"),
+        *("--features", f"{KIT}/mailbox.feature"),
         *("--name", "taken oldest first|the order comes from the ids"),
         "--no-machines",
     )
@@ -310,7 +310,7 @@ def test_expected_failures_keep_the_run_green_until_one_passes(tmp_path: Path) -
 
 def test_nothing_checked_exits_1_and_a_required_row_must_pass(tmp_path: Path) -> None:
     nothing = run(
-        tmp_path, "--cli", "pi-post", "--features", "features/resolution.feature", "--no-machines"
+        tmp_path, "--cli", "pi-post", "--features", f"{KIT}/resolution.feature", "--no-machines"
     )
     assert nothing.code == 1
     assert set(nothing.outcomes().values()) == {"unsupported"}
@@ -347,12 +347,12 @@ def test_list_prints_the_scenario_ids_tiers_and_invariants_and_runs_nothing() ->
     ids = [line.split("\t")[0] for line in lines]
     assert "resolution/a-path-through-a-symlink-finds-the-session-in-the-real-directory" in ids
     assert len(set(ids)) == len(ids)
-    assert "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest" in ids
+    assert "machines/test_registry_machine.py::TestRegistryMachine::runTest" in ids
 
 
 def test_pipost_only_scenarios_are_in_no_conformance_run(tmp_path: Path) -> None:
     # doctor.feature is all @pipost-only: pipost's additions to SPEC 8, no contract
-    doctor = "features/doctor.feature"
+    doctor = f"{KIT}/doctor.feature"
     listed = subprocess.run(
         [*RUNNER, "--list", "--no-machines", "--features", doctor],
         cwd=REPO,
@@ -383,7 +383,7 @@ def test_command_runs_from_the_callers_folder_with_its_relative_paths(tmp_path: 
     porter = tmp_path / "port"
     (porter / "conformance").mkdir(parents=True)
     (porter / "conformance" / "shim.py").write_text(SHIM, encoding="utf-8")
-    features = [str(REPO / "features" / "receiving.feature")]
+    features = [str(REPO / KIT / "receiving.feature")]
     done = subprocess.run(
         [
             *RUNNER,
@@ -408,7 +408,7 @@ def test_a_cli_only_run_completes_says_what_it_could_not_check_and_writes_html(
     page = tmp_path / "matrix.html"
     report = run(
         tmp_path,
-        *("--cli", "pi-post", "--features", "features/cli.feature", "features/messages.feature"),
+        *("--cli", "pi-post", "--features", f"{KIT}/cli.feature", f"{KIT}/messages.feature"),
         *("--name", "writes one v1 letter|over the cap|zero-padded", "--report", str(page)),
     )
     assert report.code == 0, report.output
@@ -419,4 +419,4 @@ def test_a_cli_only_run_completes_says_what_it_could_not_check_and_writes_html(
     assert re.search(r'<td>INV-09</td><td>[^<]*</td><td class="pass">', text), text
     assert "<li>CLI-only implementation: the scenario needs the driver: " in text
     machines = [s["id"] for s in report.report["scenarios"] if s["kind"] == "machine"]
-    assert "tests/invariants/test_registry_machine.py::TestRegistryMachine::runTest" in machines
+    assert "machines/test_registry_machine.py::TestRegistryMachine::runTest" in machines

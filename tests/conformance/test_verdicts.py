@@ -1,4 +1,4 @@
-"""Verdicts per assertion (SPEC 11; tools/conformance.py): a failed assertion counts
+"""Verdicts per assertion (SPEC 11; pi-post conformance): a failed assertion counts
 against the invariants its step names and no other; a scenario that stops early is
 an error, a timeout or unsupported, never a failure of its tags; a state machine's
 failure fails the invariants in brackets at the start of its message; tiers and
@@ -6,18 +6,12 @@ stable ids come from the feature files."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-# tools/ holds scripts, not a package: mypy checks tools/conformance.py as the module
-# "conformance", and so is it imported here.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import conformance
-from conformance import Assertion
-
-REPO = Path(__file__).resolve().parents[2]
+from pipost_conformance import runner as conformance
+from pipost_conformance.runner import Assertion
 
 
 def test_a_failed_assertion_counts_against_only_the_invariants_its_step_names() -> None:
@@ -65,22 +59,22 @@ def test_a_verdict_line_gives_the_first_error_in_the_order_things_happened() -> 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="4">
-<testcase classname="tests.invariants.test_registry_machine.TestRegistry" name="runTest">
+<testcase classname="machines.test_registry_machine.TestRegistry" name="runTest">
   <failure message="AssertionError: [INV-15] presence of s-1 is live, expected offline">
-tests/invariants/verdict.py:35: in check
+machines/verdict.py:35: in check
 E   AssertionError: [INV-15] presence of s-1 is live, expected offline
 E   Failing test case: &lt;state machine&gt;
 E   state = RegistryMachine()
 E   state.register(pid=4)
 E   state.recycle(pid=4)</failure>
 </testcase>
-<testcase classname="tests.invariants.test_registry_machine" name="test_two">
+<testcase classname="machines.test_registry_machine" name="test_two">
   <failure message="KeyError: 'presence'">Traceback ...</failure>
 </testcase>
-<testcase classname="tests.invariants.test_registry_machine" name="test_three">
+<testcase classname="machines.test_registry_machine" name="test_three">
   <skipped message="the implementation does not offer: sweep" type="pytest.skip" />
 </testcase>
-<testcase classname="tests.invariants.test_registry_machine" name="test_four" />
+<testcase classname="machines.test_registry_machine" name="test_four" />
 </testsuite></testsuites>
 """
 
@@ -88,11 +82,11 @@ E   state.recycle(pid=4)</failure>
 def test_a_machine_failure_fails_the_invariants_its_message_names(tmp_path: Path) -> None:
     junit = tmp_path / "results.xml"
     junit.write_text(JUNIT, encoding="utf-8")
-    module = REPO / "tests" / "invariants" / "test_registry_machine.py"
+    module = conformance.MACHINES / "test_registry_machine.py"
     invariants = conformance.module_invariants(module)  # its docstring's
     assert {"INV-14", "INV-15", "INV-17"} <= set(invariants)
     bracketed, unnamed, skipped, passed = conformance.machine_items(junit, module)
-    path = "tests/invariants/test_registry_machine.py"
+    path = "machines/test_registry_machine.py"
     assert bracketed.id == f"{path}::TestRegistry::runTest"
     assert (bracketed.result, bracketed.results) == ("fail", {"INV-15": "fail"})
     assert bracketed.error == (  # what was raised, with the falsifying steps

@@ -5,18 +5,17 @@ byte-identical, oldest first, and leave the inbox empty."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pipost_conformance import INTEROP
 from tests.helpers import made, put
 
 from .conftest import Exchange, read_transcript
 
 pytestmark = pytest.mark.exchange
 
-INTEROP = Path(__file__).parent.parent / "fixtures" / "interop"
 MESSAGES = sorted((INTEROP / "messages").glob("*.json"))
 ADDRESSES = sorted({path.name.split("--")[0] for path in MESSAGES})
 

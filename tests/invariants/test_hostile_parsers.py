@@ -28,9 +28,8 @@ from pipost.host import Delivery, Host
 from pipost.message import LETTER_READ_LIMIT, Message, Rejected, Sender, encode, new_message, parse
 from pipost.post import Post
 from pipost.session import Record
-from tests.helpers import NOW, FakeProcessTable, FixedClock, made
-from tests.invariants.conftest import count_example, count_step
-from tests.invariants.hostile import (
+from pipost_conformance.machines.conftest import count_example, count_step
+from pipost_conformance.machines.hostile import (
     ADDRESS_GRAMMAR,
     MESSAGE_FIELDS,
     RECEIVER,
@@ -47,6 +46,7 @@ from tests.invariants.hostile import (
     scratch_tree,
     valid_letters,
 )
+from tests.helpers import NOW, FakeProcessTable, FixedClock, made
 
 # What a reason may not hold: it reaches the drop log, quarantine notes and terminals.
 RAW_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")

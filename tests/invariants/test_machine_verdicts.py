@@ -25,16 +25,17 @@ from pipost import driver, host, mailbox, message, policy, refusals
 from pipost.driver import DEFAULT_NOW, InProcessDriver, Json
 from pipost.post import Refused
 from pipost.session import SWEEP_AFTER_MS
-from tests.conformance.broken_impl import BrokenDriver
-from tests.invariants import (
+from pipost_conformance.machines import (
     test_hostile_input,
     test_loops_machine,
     test_mailbox_machine,
     test_registry_machine,
     test_resolution_properties,
 )
-from tests.invariants.driving import IMPLEMENTATION, missing_operations, operations_of
-from tests.invariants.verdict import SetupFailed, check, violated
+from pipost_conformance.machines.driving import IMPLEMENTATION, missing_operations, operations_of
+from pipost_conformance.machines.verdict import SetupFailed, check, violated
+from pipost_conformance.runner import MACHINES
+from tests.conformance.broken_impl import BrokenDriver
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -391,7 +392,7 @@ def test_a_machine_skips_itself_naming_what_a_port_does_not_offer() -> None:
     port = f"{sys.executable} tests/conformance/broken_impl.py --fault oversize-body"
     environment = os.environ | {IMPLEMENTATION: f"{port} --lacks process_recycle"}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-rps", "tests/invariants/test_registry_machine.py"],
+        [sys.executable, "-m", "pytest", "-rps", str(test_registry_machine.__file__)],
         cwd=REPO,
         env=environment,
         capture_output=True,
@@ -407,11 +408,14 @@ def test_a_machine_skips_itself_naming_what_a_port_does_not_offer() -> None:
 
 # -- what each module says ----------------------------------------------------------------
 
-MODULES = sorted(Path(__file__).parent.glob("test_*.py"))
+MODULES = sorted(MACHINES.glob("test_*.py")) + sorted(Path(__file__).parent.glob("test_*.py"))
 THROUGH_THE_DRIVER = [path for path in MODULES if IMPLEMENTATION in path.read_text()]
 
 
-def test_the_machines_through_the_driver_are_the_five() -> None:
+def test_the_machines_through_the_driver_are_the_five_the_kit_ships() -> None:
+    """A machine of pipost's own tests that took its driver from IMPLEMENTATION would
+    never reach a porter: those that do are the kit's (machines/), and only they."""
+    assert [path for path in MODULES if path.parent == MACHINES] == THROUGH_THE_DRIVER
     assert [path.stem for path in THROUGH_THE_DRIVER] == [
         "test_hostile_input",
         "test_loops_machine",
@@ -434,7 +438,7 @@ def test_a_machine_says_its_invariants_tier_and_operations(path: Path) -> None:
     assert called <= set(operations), f"calls {called - set(operations)} it does not name"
     marked = set(re.findall(r'"(\w+)"', " ".join(re.findall(r"mark\.operations\(([^)]*)\)", text))))
     assert marked <= set(operations), f"marks {marked - set(operations)} it does not name"
-    assert "from tests.invariants import driving" in text, "it gets its driver from driving.py"
+    assert "from pipost_conformance.machines import driving" in text, "its driver: driving.py"
 
 
 def test_operations_are_read_from_their_paragraph() -> None:

@@ -58,8 +58,8 @@ from pipost.post import Post, Refused
 from pipost.reception import RECEIPTED, Action
 from pipost.resolve import Caller
 from pipost.session import Presence
+from pipost_conformance.machines.conftest import count_example, count_step
 from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, deposit, tree_snapshot
-from tests.invariants.conftest import count_example, count_step
 
 MACHINE = "mailbox crashes (pipost)"
 SESSION = "machine-receiver"

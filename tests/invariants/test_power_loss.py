@@ -25,8 +25,8 @@ from pipost.address import address_of
 from pipost.host import Delivery, Host
 from pipost.message import Message, Sender, encode, new_message
 from pipost.post import Post
+from pipost_conformance.machines.conftest import count_example, count_step
 from tests.helpers import DAY_MS, NOW, FakeProcessTable, FixedClock, deposit
-from tests.invariants.conftest import count_example, count_step
 from tests.invariants.fsmodel import (
     DirNode,
     FileNode,

@@ -1,12 +1,12 @@
 // The port's own checks of the wire contract against the reference's recorded output
-// (tests/fixtures/interop); the conformance kit checks the rest.
+// (src/pipost_conformance/fixtures/interop); the conformance kit checks the rest.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { addressOf, encodeMessage, parseLetter, readJson } from "../lib/wire.mjs";
 import { bodyLines, frame } from "../lib/frame.mjs";
 
-const FIXTURES = new URL("../../../tests/fixtures/interop/", import.meta.url);
+const FIXTURES = new URL("../../../src/pipost_conformance/fixtures/interop/", import.meta.url);
 
 test("every address vector of the reference", () => {
   const { vectors } = JSON.parse(fs.readFileSync(new URL("address-vectors.json", FIXTURES), "utf8"));

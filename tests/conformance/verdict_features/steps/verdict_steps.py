@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from behave import given, then, when
 from behave.runner import Context
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "features" / "steps"))
-from feature_world import checks, world
-
 from pipost.driver import CallTimedOut
+from pipost_conformance.features.steps.feature_world import checks, world
 
 
 @given("a world")

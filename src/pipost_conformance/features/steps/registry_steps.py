@@ -6,7 +6,9 @@ import json
 
 from behave import given, then, when
 from behave.runner import Context
-from feature_world import (
+
+from pipost.driver import Json
+from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,
     World,
@@ -22,8 +24,6 @@ from feature_world import (
     world,
     write_private,
 )
-
-from pipost.driver import Json
 
 use_regular_expressions()
 

@@ -31,8 +31,11 @@ from pathlib import Path
 import jsonschema
 from behave import given, then, when
 from behave.runner import Context
-from feature_world import (
-    FIXTURES,
+from referencing import Registry, Resource
+
+from pipost.driver import Json
+from pipost_conformance import INTEROP
+from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,
     checks,
@@ -46,9 +49,6 @@ from feature_world import (
     valid_letter,
     write_private,
 )
-from referencing import Registry, Resource
-
-from pipost.driver import Json
 
 use_regular_expressions()
 
@@ -354,7 +354,7 @@ def no_post_office(context: Context) -> None:
 def reference_letter(context: Context, label: str, name: str) -> None:
     me = shell(context)
     address = me.addresses[label]
-    data = (FIXTURES / "messages" / f"{address}--{name}").read_bytes()
+    data = (INTEROP / "messages" / f"{address}--{name}").read_bytes()
     write_private(me.root / "inbox" / address / name, data)
 
 

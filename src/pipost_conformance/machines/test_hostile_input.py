@@ -38,11 +38,11 @@ from hypothesis import strategies as st
 
 from pipost.driver import Driver, Json, Result
 from pipost.message import BODY_CAP, LETTER_READ_LIMIT, Sender, encode, new_message, to_json
-from tests.helpers import NOW, made
-from tests.invariants import driving
-from tests.invariants.conftest import count_example, count_step
-from tests.invariants.driving import setup
-from tests.invariants.hostile import (
+from pipost_conformance.machines import driving
+from pipost_conformance.machines.common import NOW, made
+from pipost_conformance.machines.conftest import count_example, count_step
+from pipost_conformance.machines.driving import setup
+from pipost_conformance.machines.hostile import (
     ADDRESS_GRAMMAR,
     ID_GRAMMAR,
     MESSAGE_FIELDS,
@@ -68,7 +68,7 @@ from tests.invariants.hostile import (
     tree_state,
     valid_letters,
 )
-from tests.invariants.verdict import SetupFailed, check
+from pipost_conformance.machines.verdict import SetupFailed, check
 
 
 @pytest.fixture

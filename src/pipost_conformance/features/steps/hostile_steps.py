@@ -26,7 +26,9 @@ from pathlib import Path
 
 from behave import given, then, when
 from behave.runner import Context
-from feature_world import (
+
+from pipost.driver import Json, Result
+from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     World,
     checks,
@@ -40,8 +42,6 @@ from feature_world import (
     valid_letter,
     world,
 )
-
-from pipost.driver import Json, Result
 
 use_regular_expressions()
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from behave import given, then, when
 from behave.runner import Context
-from feature_world import (
+
+from pipost.driver import Json
+from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,
     World,
@@ -27,8 +29,6 @@ from feature_world import (
     use_regular_expressions,
     world,
 )
-
-from pipost.driver import Json
 
 use_regular_expressions()
 

@@ -7,7 +7,15 @@ import re
 
 from behave import given, then
 from behave.runner import Context
-from feature_world import QUOTED, checks, fingerprint, tree_changes, use_regular_expressions, world
+
+from pipost_conformance.features.steps.feature_world import (
+    QUOTED,
+    checks,
+    fingerprint,
+    tree_changes,
+    use_regular_expressions,
+    world,
+)
 
 use_regular_expressions()
 

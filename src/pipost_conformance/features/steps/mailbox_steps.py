@@ -9,7 +9,9 @@ from pathlib import Path
 
 from behave import given, step, then, when
 from behave.runner import Context
-from feature_world import (
+
+from pipost.driver import Json
+from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,
     checks,
@@ -23,8 +25,6 @@ from feature_world import (
     world,
     write_private,
 )
-
-from pipost.driver import Json
 
 use_regular_expressions()
 

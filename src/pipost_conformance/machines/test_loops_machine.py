@@ -34,11 +34,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pipost.driver import Json, Result
-from tests.helpers import NOW
-from tests.invariants import driving
-from tests.invariants.conftest import count_example, count_step
-from tests.invariants.driving import SCRATCH, integer, refusal_code, setup
-from tests.invariants.verdict import SetupFailed, check
+from pipost_conformance.machines import driving
+from pipost_conformance.machines.common import NOW
+from pipost_conformance.machines.conftest import count_example, count_step
+from pipost_conformance.machines.driving import SCRATCH, integer, refusal_code, setup
+from pipost_conformance.machines.verdict import SetupFailed, check
 
 MACHINE = "reply loops"
 

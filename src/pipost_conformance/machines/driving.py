@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pipost.driver import Driver, Json, Result, open_driver
-from tests.invariants.verdict import SetupFailed
+from pipost_conformance.machines.verdict import SetupFailed
 
 SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 """Where each example's world goes: a memory filesystem where there is one, as
@@ -27,7 +27,7 @@ milliseconds. What reaches the disk is test_power_loss.py's subject, not theirs.
 
 IMPLEMENTATION = "PIPOST_IMPL"
 """The variable a conformance run sets to the command of the implementation. The
-runner counts a module of tests/invariants as a port check when it names it."""
+runner runs a module of machines/ as a port check when it names it."""
 
 
 def new_driver(base: Path) -> Driver:

@@ -38,11 +38,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from pipost.address import address_of
 from pipost.driver import Json, Result
-from tests.helpers import NOW, tree_snapshot
-from tests.invariants import driving
-from tests.invariants.conftest import count_example, count_step
-from tests.invariants.driving import SCRATCH, integer, refusal_code, setup
-from tests.invariants.verdict import SetupFailed, check, violated
+from pipost_conformance.machines import driving
+from pipost_conformance.machines.common import NOW, tree_snapshot
+from pipost_conformance.machines.conftest import count_example, count_step
+from pipost_conformance.machines.driving import SCRATCH, integer, refusal_code, setup
+from pipost_conformance.machines.verdict import SetupFailed, check, violated
 
 MACHINE = "mailbox"
 

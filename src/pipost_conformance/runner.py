@@ -1,16 +1,20 @@
 """Run the specification against an implementation and report its verdicts (SPEC 11).
 
-    python tools/conformance.py [--impl COMMAND] [--cli COMMAND] [--features PATH ...]
-                                [--name REGEX] [--no-machines] [--list]
-                                [--report FILE] [--json FILE] [--junit FILE]
-                                [--expect FILE] [--write-expectations FILE]
-                                [--require INV-NN|must ...]
+    pi-post conformance [--impl COMMAND] [--cli COMMAND] [--features PATH ...]
+                        [--name REGEX] [--no-machines] [--list]
+                        [--report FILE] [--json FILE] [--junit FILE]
+                        [--expect FILE] [--write-expectations FILE]
+                        [--require INV-NN|must ...] [--validate] [--timeout S]
 
 ``--impl`` runs the driver scenarios against the implementation that COMMAND
 serves over JSON lines (docs/conformance.md), ``--cli`` the command-line scenarios
 against a CLI as in SPEC 8; with neither, pipost runs in this process. COMMAND
-runs from the folder the kit was started in. The state machines of
-tests/invariants that honour PIPOST_IMPL run too, on a small budget.
+runs from the folder the kit was started in, and the paths of the options are
+from there too. The state machines of machines/ (all of them honour
+PIPOST_IMPL) run too, on a small budget. The kit is this package: the features,
+their steps and the machines ship in it, so an installed pipost runs it from
+anywhere (``pip install "pipost[conformance]"`` brings behave, pytest,
+hypothesis and jsonschema, which it runs them with).
 
 Verdicts are per assertion: a failed assertion counts against the invariants its
 step names (``@checks``) and the scenario goes on; a failing Given/When, an error
@@ -39,15 +43,17 @@ import tempfile
 import textwrap
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TextIO
 
-REPO = Path(__file__).resolve().parent.parent
-FEATURES = REPO / "features"
-MACHINES = REPO / "tests" / "invariants"
-IN_FOLDER = Path(__file__).resolve().parent / "in_folder.py"
+KIT = Path(__file__).resolve().parent
+"""This package's folder, where behave and pytest run and the paths the reports show
+start: in a source checkout src/pipost_conformance, else where pipost is installed."""
+FEATURES = KIT / "features"
+MACHINES = KIT / "machines"
+IN_FOLDER = KIT / "in_folder.py"
 MACHINE_PROFILE = "conformance"
 OUTPUT_TAIL_LINES = 30
 EXCHANGE_SHOWN = 12
@@ -165,9 +171,9 @@ def list_feature(feature: Any) -> list[tuple[Any, Listed]]:
 
 
 def _relative(file_name: str) -> str:
-    """A feature file's name below the repository, as the reports show it."""
+    """A feature file's name below the kit (``features/…``), as the reports show it."""
     path = Path(file_name).resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else file_name
+    return str(path.relative_to(KIT)) if path.is_relative_to(KIT) else file_name
 
 
 PIPOST_ONLY_TAG = "pipost-only"
@@ -282,7 +288,7 @@ def machine_items(junit: Path, module: Path) -> list[Item]:
     those its docstring names, else its module docstring's (``stated_invariants``)."""
     stated = stated_invariants(module)
     tier = machine_tier(module)
-    relative = str(module.relative_to(REPO))
+    relative = str(module.relative_to(KIT))
     dotted = relative.removesuffix(".py").replace("/", ".")
     items = []
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
@@ -576,7 +582,12 @@ def with_paths_from(command: str, folder: Path) -> str:
 
 
 def run_behave(
-    impl: str | None, cli: str | None, features: Sequence[str], name: str | None, work: Path
+    impl: str | None,
+    cli: str | None,
+    features: Sequence[str],
+    name: str | None,
+    work: Path,
+    out: TextIO,
 ) -> tuple[list[Item], dict[str, Any] | None, str]:
     """Run behave with verdicts per assertion; the text says why there are none."""
     verdicts = work / "verdicts.jsonl"
@@ -586,8 +597,8 @@ def run_behave(
     argv += ["--name", name] if name else []
     argv += ["--tags", f"not @{PIPOST_ONLY_TAG}"]
     argv += list(features) or [str(FEATURES)]
-    done = subprocess.run(argv, cwd=REPO, env=child_env(), capture_output=True, text=True)
-    sys.stdout.write(done.stdout)
+    done = subprocess.run(argv, cwd=KIT, env=child_env(), capture_output=True, text=True)
+    out.write(done.stdout)
     lines = []
     if verdicts.exists():
         lines = [json.loads(line) for line in verdicts.read_text(encoding="utf-8").splitlines()]
@@ -612,7 +623,14 @@ def machine_files() -> list[Path]:
     ]
 
 
-def run_machines(impl: str | None, work: Path) -> tuple[list[Item], str]:
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+PYTEST += ["-c", os.devnull, f"--rootdir={KIT}"]
+"""pytest over the machines of this package, whatever folder or configuration file
+is around it: no ini file (pi-post's own, or one above where pipost is installed),
+and the test ids start at the kit (``machines/test_….py::…``)."""
+
+
+def run_machines(impl: str | None, work: Path, out: TextIO) -> tuple[list[Item], str]:
     items: list[Item] = []
     for path in machine_files():
         env = child_env()
@@ -621,30 +639,63 @@ def run_machines(impl: str | None, work: Path) -> tuple[list[Item], str]:
         else:
             env.pop("PIPOST_IMPL", None)
         junit = work / f"{path.stem}.xml"
-        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        argv += [f"--hypothesis-profile={MACHINE_PROFILE}", f"--junitxml={junit}", str(path)]
-        done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
+        argv = [
+            *PYTEST,
+            f"--hypothesis-profile={MACHINE_PROFILE}",
+            f"--junitxml={junit}",
+            str(path),
+        ]
+        done = subprocess.run(argv, cwd=KIT, env=env, capture_output=True, text=True)
+        relative = path.relative_to(KIT)
         if not junit.exists():
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
-            return items, f"pytest of {path.relative_to(REPO)} wrote no results:\n{tail}"
+            return items, f"pytest of {relative} wrote no results:\n{tail}"
         found = machine_items(junit, path)
-        print(f"state machine {path.relative_to(REPO)}: {dict(Counter(i.result for i in found))}")
+        out.write(f"state machine {relative}: {dict(Counter(i.result for i in found))}\n")
         items += found
     return items, ""
 
 
-def pipost_only() -> dict[str, list[str]]:
-    """Invariant → the modules of tests/invariants and tests/exchange that check it
-    (by their docstrings) on pipost alone: they cannot run against another
-    implementation."""
-    found: dict[str, list[str]] = {}
-    drivable = set(machine_files())
-    for folder in (MACHINES, REPO / "tests" / "exchange"):
-        for path in sorted(folder.glob("test_*.py")):
-            if path not in drivable:
-                for inv in module_invariants(path):
-                    found.setdefault(inv, []).append(str(path.relative_to(REPO)))
-    return found
+CHECKED_ON_PIPOST_ALONE: dict[str, list[str]] = {
+    "INV-03": ["tests/invariants/test_power_loss.py"],
+    "INV-04": [
+        "tests/invariants/test_power_loss.py",
+        "tests/exchange/test_delivery.py",
+        "tests/exchange/test_sigkill.py",
+    ],
+    "INV-05": [
+        "tests/invariants/test_mailbox_crashes.py",
+        "tests/exchange/test_exec_stop.py",
+        "tests/exchange/test_listeners.py",
+        "tests/exchange/test_sigkill.py",
+    ],
+    "INV-06": [
+        "tests/invariants/test_mailbox_crashes.py",
+        "tests/exchange/test_delivery.py",
+        "tests/exchange/test_listeners.py",
+        "tests/exchange/test_sigkill.py",
+    ],
+    "INV-09": ["tests/exchange/test_hostile_inbox.py"],
+    "INV-10": ["tests/exchange/test_hostile_inbox.py"],
+    "INV-11": ["tests/exchange/test_delivery.py"],
+    "INV-14": ["tests/exchange/test_delivery.py", "tests/exchange/test_listeners.py"],
+    "INV-15": ["tests/exchange/test_listeners.py"],
+    "INV-18": ["tests/exchange/test_loops.py"],
+    "INV-20": ["tests/exchange/test_delivery.py"],
+    "INV-21": ["tests/exchange/test_interop_inbox.py"],
+    "INV-22": ["tests/exchange/test_hostile_inbox.py"],
+    "INV-23": [
+        "tests/invariants/test_contained_failures.py",
+        "tests/exchange/test_exec_stop.py",
+        "tests/exchange/test_hostile_inbox.py",
+        "tests/exchange/test_listeners.py",
+    ],
+}
+"""Invariant → the modules of pipost's repository (tests/invariants, tests/exchange)
+that check it, by their docstrings, on pipost alone: they drive pipost's own
+modules or processes, so they cannot run against another implementation, and do
+not ship with the kit. A row nothing of a run checked names them.
+tests/conformance/test_installed_kit.py keeps this in step with their docstrings."""
 
 
 # -- reports ----------------------------------------------------------------------------------
@@ -898,45 +949,73 @@ def write_report(run: Run, path: Path) -> None:
 # -- the command ------------------------------------------------------------------------------
 
 
+class UsageError(Exception):
+    """An option the command cannot take; the text is for the user."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="nox -s conformance --", description=__doc__.split("\n\n")[0] if __doc__ else None
-    )
-    parser.add_argument("--impl", help="a command serving the driver protocol on stdin/stdout")
-    parser.add_argument("--cli", help="a command line compatible with SPEC 8")
-    parser.add_argument("--features", nargs="*", default=[], help="feature files or folders")
-    parser.add_argument("--name", help="only scenarios whose name matches this regex")
-    parser.add_argument("--no-machines", action="store_true", help="skip the state machines")
-    parser.add_argument(
-        "--list",
-        action="store_true",
-        help="print the scenario and machine test ids, tiers, INVs; run nothing",
-    )
-    parser.add_argument("--report", type=Path, help="write the matrix here (.md or .html)")
-    parser.add_argument("--json", type=Path, help="write the JSON report here")
-    parser.add_argument("--junit", type=Path, help="write JUnit XML here, one testcase each")
-    parser.add_argument(
-        "--expect", type=Path, help="expected failures: lines of '<scenario id> <reason>'"
-    )
-    parser.add_argument(
-        "--write-expectations", type=Path, help="write this run's failures as an --expect file"
-    )
-    parser.add_argument(
-        "--require",
-        nargs="+",
-        default=[],
-        metavar="INV-NN|must",
-        help="exit 1 unless these rows pass their MUST scenarios ('must': every MUST row)",
-    )
-    parser.add_argument(
-        "--validate",
-        action="store_true",
-        help="check every request and answer against schemas/driver.v1 (a violation errs)",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
-    )
-    return parser.parse_args(argv)
+    """The options of ``pi-post conformance`` (its help: pipost.cli.HELP)."""
+    parser = _Parser(prog="pi-post conformance", add_help=False, allow_abbrev=False)
+    parser.add_argument("--impl")
+    parser.add_argument("--cli")
+    parser.add_argument("--features", nargs="*", default=[])
+    parser.add_argument("--name")
+    parser.add_argument("--no-machines", action="store_true")
+    parser.add_argument("--list", action="store_true")
+    for report in ("--report", "--json", "--junit", "--expect", "--write-expectations"):
+        parser.add_argument(report, type=Path)
+    parser.add_argument("--require", nargs="+", default=[])
+    parser.add_argument("--validate", action="store_true")
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        word = unknown[0]
+        said = f"unknown option {word.split('=')[0]}" if word.startswith("-") else repr(word)
+        raise UsageError(f"{said} for conformance")
+    return args
+
+
+def missing_dependencies(
+    requirements: Iterable[str], installed: Callable[[str], bool]
+) -> list[str]:
+    """The distributions of pipost's ``conformance`` extra (of its ``requirements``,
+    as the installed metadata spells them: ``behave>=1.3; extra == "conformance"``)
+    that are not ``installed``."""
+    wanted = []
+    for requirement in requirements:
+        name, _, marker = requirement.partition(";")
+        named = _DISTRIBUTION.match(name.strip())
+        if named and _CONFORMANCE_EXTRA.search(marker):
+            wanted.append(named.group(0))
+    return [name for name in wanted if not installed(name)]
+
+
+_CONFORMANCE_EXTRA = re.compile(r"""extra\s*==\s*["']conformance["']""")
+_DISTRIBUTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _installed_metadata() -> tuple[list[str], Callable[[str], bool]]:
+    """pipost's requirements and whether a distribution is installed, as the
+    environment's package metadata says (nothing required when pipost runs from a
+    source tree it was not installed from)."""
+    from importlib import metadata
+
+    def installed(name: str) -> bool:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return False
+        return True
+
+    try:
+        return list(metadata.requires("pipost") or []), installed
+    except metadata.PackageNotFoundError:
+        return [], installed
 
 
 def machine_tests(paths: Sequence[Path]) -> list[str]:
@@ -944,32 +1023,31 @@ def machine_tests(paths: Sequence[Path]) -> list[str]:
     ``--expect`` name them: collected, not run."""
     if not paths:
         return []
-    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts="]
-    argv += ["-p", "no:cacheprovider", *(str(path) for path in paths)]
-    done = subprocess.run(argv, cwd=REPO, env=child_env(), capture_output=True, text=True)
+    argv = [*PYTEST, "--collect-only", *(str(path) for path in paths)]
+    done = subprocess.run(argv, cwd=KIT, env=child_env(), capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
         raise RuntimeError(f"pytest could not collect the state machines:\n{tail}")
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-def print_list(listed: Sequence[Listed], machine_ids: Sequence[str]) -> None:
+def print_list(listed: Sequence[Listed], machine_ids: Sequence[str], out: TextIO) -> None:
     """One line per scenario and per machine test: its id, tier and invariants."""
     for scenario in listed:
         defect = f"  ({scenario.tier_defect})" if scenario.tier_defect else ""
         invariants = ",".join(scenario.invariants) or "-"
-        print(f"{scenario.id}\t{scenario.tier.upper()}\t{invariants}{defect}")
+        out.write(f"{scenario.id}\t{scenario.tier.upper()}\t{invariants}{defect}\n")
     stated: dict[str, dict[str, tuple[str, ...]]] = {}
     for test_id in machine_ids:
         relative, _, name = test_id.partition("::")
-        module = REPO / relative
+        module = KIT / relative
         if relative not in stated:
             stated[relative] = stated_invariants(module)
         invariants = ",".join(of_test(stated[relative], name)) or "-"
-        print(f"{test_id}\t{machine_tier(module).upper()}\t{invariants}")
+        out.write(f"{test_id}\t{machine_tier(module).upper()}\t{invariants}\n")
 
 
-def run_kit(args: argparse.Namespace, here: Path) -> Run:
+def run_kit(args: argparse.Namespace, here: Path, out: TextIO) -> Run:
     parts = [
         f"--impl {args.impl!r}" if args.impl else "",
         f"--cli {args.cli!r}" if args.cli else "",
@@ -979,7 +1057,7 @@ def run_kit(args: argparse.Namespace, here: Path) -> Run:
     cli = with_paths_from(args.cli, here) if args.cli else None
     features = [str(here / path) for path in args.features]
     with tempfile.TemporaryDirectory(prefix="pipost-conformance-") as work:
-        items, about, broken = run_behave(impl, cli, features, args.name, Path(work))
+        items, about, broken = run_behave(impl, cli, features, args.name, Path(work), out)
         cli_only = bool(args.cli) and not args.impl
         if cli_only and not broken:
             try:
@@ -990,14 +1068,14 @@ def run_kit(args: argparse.Namespace, here: Path) -> Run:
         elif args.no_machines or broken:
             machines = []
         else:
-            machines, broken = run_machines(impl, Path(work))
+            machines, broken = run_machines(impl, Path(work), out)
     return Run(
         implementation,
         items + machines,
         broken,
         about,
         selected=bool(args.features or args.name or args.no_machines),
-        elsewhere=pipost_only(),
+        elsewhere=CHECKED_ON_PIPOST_ALONE,
         required=list(args.require),
     )
 
@@ -1005,7 +1083,7 @@ def run_kit(args: argparse.Namespace, here: Path) -> Run:
 def not_run(test_id: str, why: str) -> Item:
     """A machine test (by its pytest id) that this run could not run, and why."""
     relative, _, name = test_id.partition("::")
-    module = REPO / relative
+    module = KIT / relative
     invariants = of_test(stated_invariants(module), name)
     return Item(
         id=test_id,
@@ -1029,9 +1107,32 @@ def apply_expectations(run: Run, expectations: dict[str, str]) -> None:
     run.not_in_run = sorted(set(expectations) - known)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    here = Path.cwd()
+def main(
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    cwd: str | None = None,
+) -> int:
+    """``pi-post conformance``: COMMAND and the paths of the options are taken from
+    ``cwd`` (the caller's folder), whatever folder behave and pytest run in."""
+    out = sys.stdout if stdout is None else stdout
+    err = sys.stderr if stderr is None else stderr
+    here = Path(cwd or os.getcwd())
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except UsageError as error:
+        err.write(f"pi-post: {error} (see pi-post conformance --help)\n")
+        return 2
+    missing = missing_dependencies(*_installed_metadata())
+    if missing:
+        err.write(
+            f"pi-post: the conformance kit runs with {', '.join(missing)}, which are not "
+            """installed: pip install "pipost[conformance]"\n"""
+        )
+        return 2
+    for option in ("report", "json", "junit", "expect", "write_expectations"):
+        if getattr(args, option) is not None:
+            setattr(args, option, here / getattr(args, option))
     # behave and the state machines read both from the environment they inherit.
     os.environ["PIPOST_TIMEOUT"] = str(args.timeout)
     os.environ["PIPOST_VALIDATE"] = "1" if args.validate else ""
@@ -1040,28 +1141,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             machine_ids = [] if args.no_machines else machine_tests(machine_files())
         except RuntimeError as error:
-            print(f"conformance: --list: {error}", file=sys.stderr)
+            err.write(f"pi-post: conformance --list: {error}\n")
             return 2
-        print_list(listed_scenarios(features, args.name), machine_ids)
+        print_list(listed_scenarios(features, args.name), machine_ids, out)
         return 0
     bad = [r for r in args.require if r != "must" and not _INV.fullmatch(r)]
     if bad:
-        print(f"conformance: --require takes INV-NN or must, not {', '.join(bad)}", file=sys.stderr)
+        err.write(f"pi-post: --require takes INV-NN or must, not {', '.join(bad)}\n")
         return 2
     no_row = [r for r in args.require if _INV.fullmatch(r) and r not in INVARIANTS]
     if no_row:
         rows = f"{min(INVARIANTS)} to {max(INVARIANTS)}"
-        print(
-            f"conformance: --require {', '.join(no_row)}: no such row (the rows are {rows})",
-            file=sys.stderr,
-        )
+        err.write(f"pi-post: --require {', '.join(no_row)}: no such row (the rows are {rows})\n")
         return 2
     try:
         expectations = read_expectations(args.expect) if args.expect else {}
     except (OSError, ValueError) as error:
-        print(f"conformance: --expect: {error}", file=sys.stderr)
+        err.write(f"pi-post: --expect: {error}\n")
         return 2
-    run = run_kit(args, here)
+    run = run_kit(args, here, out)
     apply_expectations(run, expectations)
     if args.report is not None:
         write_report(run, args.report)
@@ -1071,17 +1169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.junit.write_text(junit_xml(run), encoding="utf-8")
     if args.write_expectations is not None:
         args.write_expectations.write_text(expectations_text(run.items), encoding="utf-8")
-    print(f"conformance of {_identity(run)}: {run.summary()}")
+    out.write(f"conformance of {_identity(run)}: {run.summary()}\n")
     for why, count in run.not_checked().most_common():
-        print(f"  not checked ({count}): {why}")
+        out.write(f"  not checked ({count}): {why}\n")
     for why in run.breaches() if not run.broken else []:
-        print(f"  exit 1: {why}")
+        out.write(f"  exit 1: {why}\n")
     if run.defects():
-        print(f"  kit defects: {len(run.defects())} scenarios without exactly one tier")
+        out.write(f"  kit defects: {len(run.defects())} scenarios without exactly one tier\n")
     if run.broken:
-        print(run.broken, file=sys.stderr)
+        err.write(run.broken + "\n")
     return run.status()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

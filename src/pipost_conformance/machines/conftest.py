@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.invariants.driving import missing_operations, operations_of
+from pipost_conformance.machines.driving import missing_operations, operations_of
 
 EXAMPLES: Counter[str] = Counter()
 STEPS: Counter[str] = Counter()

@@ -12,7 +12,7 @@ What runs the scenarios is chosen with behave's userdata:
     -D cli="<command>"    the @cli scenarios run <command> (a CLI as in SPEC 8)
     -D verdicts=<file>    verdicts per assertion: one JSON line per scenario
     -D validate=1         check every request and answer against the protocol's
-                          schema (or PIPOST_VALIDATE=1, as tools/conformance.py sets)
+                          schema (or PIPOST_VALIDATE=1, as pi-post conformance sets)
     -D timeout=<seconds>  how long a call to impl may take (or PIPOST_TIMEOUT; 60)
 
 With impl and not cli, the @cli scenarios are skipped; with cli and not impl,
@@ -24,7 +24,7 @@ beyond its driver) or calls an operation the implementation's ``capabilities``
 leave out; which operations a step calls is read from the step modules' source,
 through the helpers they call.
 
-With verdicts (tools/conformance.py asks for them), a failed assertion of a
+With verdicts (pi-post conformance asks for them), a failed assertion of a
 ``@then`` step marked with ``@checks`` is recorded against the invariants it
 names and the scenario goes on; any other failure ends the scenario as an error
 (an unanswered call: a timeout; an operation not offered: unsupported). Each
@@ -43,7 +43,6 @@ import os
 import re
 import shlex
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -65,12 +64,10 @@ from pipost.driver import (
     pipost_implementation,
 )
 
+# The scenarios' ids and tiers come from the runner, as --list gives them.
+from pipost_conformance.runner import Listed, list_feature
+
 STEPS = Path(__file__).parent / "steps"
-# Steps share the test suite's helpers (tests/helpers.py) rather than copies of them, and
-# the scenarios' ids and tiers come from the runner (tools/conformance.py), as --list gives them.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from conformance import Listed, list_feature  # noqa: E402
 
 CLI_TAG = "cli"
 PIPOST_ONLY_TAG = "pipost-only"
@@ -129,12 +126,18 @@ class StepSource:
 
 
 def _imports_pipost_itself(node: ast.stmt) -> bool:
+    """Whether the statement imports pipost beyond its driver (the kit, which holds
+    the golden data, is not pipost)."""
     if isinstance(node, ast.ImportFrom):
         module = node.module or ""
-        return module.startswith("pipost") and module != "pipost.driver"
+        return _is_pipost(module) and module != "pipost.driver"
     if isinstance(node, ast.Import):
-        return any(alias.name.startswith("pipost") for alias in node.names)
+        return any(_is_pipost(alias.name) for alias in node.names)
     return False
+
+
+def _is_pipost(module: str) -> bool:
+    return module == "pipost" or module.startswith("pipost.")
 
 
 Exchange = list[dict[str, Json]]

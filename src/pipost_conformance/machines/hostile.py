@@ -1,9 +1,9 @@
-"""Hostile input, generated (the strategies and the layers of a hostile tree that
-tests/invariants/test_hostile_input.py, which judges an implementation through the
-driver, and test_hostile_parsers.py, which judges pipost's own parsers and words,
-share): bytes no writer meant as a letter or a record, and folder trees laid out by
-someone who wants a reader to crash, follow a link, read a gigabyte or build a path
-from a field.
+"""Hostile input, generated: the strategies and the layers of a hostile tree that
+test_hostile_input.py (here), which judges an implementation through the driver,
+and pipost's own test_hostile_parsers.py (tests/invariants in its repository),
+which judges pipost's parsers and words, share. Bytes no writer meant as a letter
+or a record, and folder trees laid out by someone who wants a reader to crash,
+follow a link, read a gigabyte or build a path from a field.
 
 The grammars are restated here rather than imported, so that a loosened
 ``is_address`` or ``is_message_id`` is caught, not trusted.
@@ -31,8 +31,9 @@ from pipost import session
 from pipost.address import address_of
 from pipost.message import BODY_CAP, LETTER_READ_LIMIT, Message, Sender, encode, new_message
 from pipost.session import Record
-from tests.helpers import NOW
-from tests.invariants.driving import SCRATCH
+from pipost_conformance import INTEROP
+from pipost_conformance.machines.common import NOW
+from pipost_conformance.machines.driving import SCRATCH
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 
@@ -40,7 +41,7 @@ THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 def budget(gate: int, thorough: int) -> settings:
     """Examples for the active profile. The parse and record fuzzers together run
     over 100,000 inputs under "thorough" and a few seconds' worth under "gate"; a
-    conformance run (tests/invariants/conftest.py) keeps its own small budget."""
+    conformance run (its profile, conftest.py) keeps its own small budget."""
     if settings.get_current_profile_name() == "conformance":
         return settings(suppress_health_check=list(HealthCheck))
     return settings(
@@ -58,7 +59,6 @@ def budget(gate: int, thorough: int) -> settings:
 ADDRESS_GRAMMAR = re.compile(r"s-[0-9a-f]{12}", re.ASCII)
 ID_GRAMMAR = re.compile(r"[0-9]{13}-[0-9a-f]{8}", re.ASCII)
 
-INTEROP = Path(__file__).resolve().parents[1] / "fixtures" / "interop"
 REFERENCE_LETTERS = tuple(
     path.read_bytes().strip() for path in sorted((INTEROP / "messages").glob("*.json"))
 )

@@ -1,4 +1,4 @@
-"""Golden data from the reference pi-post 0.7 CLI (tests/fixtures/interop)."""
+"""Golden data from the reference pi-post 0.7 CLI (the kit's fixtures/interop)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import os
 
 from behave import given, then, when
 from behave.runner import Context
-from feature_world import (
-    FIXTURES,
+
+from pipost_conformance import INTEROP
+from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     checks,
     dict_of,
@@ -21,7 +22,7 @@ from feature_world import (
 
 use_regular_expressions()
 
-MESSAGES = FIXTURES / "messages"
+MESSAGES = INTEROP / "messages"
 
 
 def _message_files() -> list[tuple[str, str]]:
@@ -53,7 +54,7 @@ def address_is(context: Context, address: str) -> None:
 @checks("INV-01", "INV-21")
 def every_vector(context: Context) -> None:
     the = world(context)
-    vectors = json.loads((FIXTURES / "address-vectors.json").read_text(encoding="utf-8"))
+    vectors = json.loads((INTEROP / "address-vectors.json").read_text(encoding="utf-8"))
     assert vectors["vectors"], "no vectors"
     for vector in vectors["vectors"]:
         found = the.call("address_of", session_id=vector["sessionId"])["address"]
@@ -126,7 +127,7 @@ def reference_registry(context: Context) -> None:
     the one record with a pid names a process that runs. Each session's directory
     is made in the scratch folder, the reference's path below it."""
     the = world(context)
-    transcripts = json.loads((FIXTURES / "cli-transcripts.json").read_text(encoding="utf-8"))
+    transcripts = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
     entries = transcripts["fixture"]
     moments = {entry["record"]["lastSeen"] + entry["lastSeenAgoMs"] for entry in entries}
     assert len(moments) == 1, f"the fixture's ages disagree on when it was made: {moments}"

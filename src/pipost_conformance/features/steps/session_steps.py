@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from behave import given, step, then, when
 from behave.runner import Context
-from feature_world import (
+
+from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     checks,
     duration_ms,

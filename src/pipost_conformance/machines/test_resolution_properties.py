@@ -44,10 +44,10 @@ from hypothesis import strategies as st
 
 from pipost.address import address_of
 from pipost.driver import Driver, Json, Result
-from tests.helpers import tree_snapshot
-from tests.invariants import driving
-from tests.invariants.driving import SCRATCH, refusal_code, setup
-from tests.invariants.verdict import SetupFailed, check
+from pipost_conformance.machines import driving
+from pipost_conformance.machines.common import tree_snapshot
+from pipost_conformance.machines.driving import SCRATCH, refusal_code, setup
+from pipost_conformance.machines.verdict import SetupFailed, check
 
 MAX_TARGETS = 8
 STALL_MS = 60_000

@@ -24,7 +24,6 @@ from behave.runner import Context
 
 from pipost.driver import Driver, Json, Result
 
-FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "interop"
 QUOTED = r'"([^"]*)"'
 """A quoted step argument; the quotes keep two arguments from running together."""
 QUOTED_LIST = r'((?:"[^"]*")(?:(?:, | and )"[^"]*")*)'
