@@ -18,3 +18,7 @@ from pathlib import Path
 INTEROP = Path(__file__).resolve().parent / "fixtures" / "interop"
 """What the reference pi-post 0.7 wrote and printed, recorded (its README.md says
 how): golden data for the features, the machines and pipost's own tests."""
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "pipost" / "schemas"
+"""pipost's JSON Schemas, read as files by steps that must not import pipost
+beyond its driver. pipost ships beside the kit, in the same wheel (or src/)."""

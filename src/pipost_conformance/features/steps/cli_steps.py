@@ -34,7 +34,7 @@ from behave.runner import Context
 from referencing import Registry, Resource
 
 from pipost.driver import Json
-from pipost_conformance import INTEROP
+from pipost_conformance import INTEROP, SCHEMAS
 from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,
@@ -799,9 +799,6 @@ def letter_lies_in(context: Context, folder: str) -> None:
 # Both are reading commands: each of their assertions counts for INV-16 unless it
 # reads a fact another invariant states (presence, where a handle leads, a letter
 # set aside).
-
-SCHEMAS = Path(__file__).resolve().parents[2] / "src" / "pipost" / "schemas"
-
 
 def _schema(name: str) -> jsonschema.Draft202012Validator:
     def load(name: str) -> dict[str, object]:
