@@ -13,8 +13,12 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["check"]
 
 
+CONSTRAINTS = "constraints.txt"
+"""The development tools, pinned: nox -s lock writes it."""
+
+
 def _install(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
+    session.install("-c", CONSTRAINTS, "-e", ".[dev]")
 
 
 def _contract(session: nox.Session, options: list[str]) -> None:
@@ -99,11 +103,25 @@ def contract(session: nox.Session) -> None:
 
 
 @nox.session
+def lock(session: nox.Session) -> None:
+    """Rewrite constraints.txt: the newest releases of the development tools (the dev
+    extra and what it pulls in), installed in a fresh venv and frozen. Run it, run
+    nox -s check, and commit both together."""
+    session.install("--upgrade", "-e", ".[dev]")
+    frozen = session.run("pip", "freeze", "--exclude-editable", silent=True)
+    assert isinstance(frozen, str)
+    pins = sorted((line for line in frozen.splitlines() if "==" in line), key=str.lower)
+    header = "# The development tools nox installs, pinned. Rewritten by: nox -s lock\n"
+    Path(CONSTRAINTS).write_text(header + "\n".join(pins) + "\n", encoding="utf-8")
+    session.log(f"{CONSTRAINTS}: {len(pins)} packages pinned")
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks, each reported as a ratio to a floor measured in the same run; writes
     benchmarks/results.json, docs/performance.md and docs/performance.png.
     Extra args go to benchmarks/run_all.py (--full, --with-check)."""
-    session.install("-e", ".[dev,bench]")
+    session.install("-c", CONSTRAINTS, "-e", ".[dev,bench]")
     session.run("python", "benchmarks/run_all.py", *session.posargs)
 
 
