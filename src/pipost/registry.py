@@ -103,9 +103,14 @@ def _sysctl() -> Any:
     import ctypes
 
     call = ctypes.CDLL(None, use_errno=True).sysctl
-    size_p = ctypes.POINTER(ctypes.c_size_t)
-    call.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, size_p, ctypes.c_void_p]
-    call.argtypes += [ctypes.c_size_t]
+    call.argtypes = (
+        ctypes.c_void_p,  # int *name
+        ctypes.c_uint,  # u_int namelen
+        ctypes.c_void_p,  # void *oldp
+        ctypes.POINTER(ctypes.c_size_t),  # size_t *oldlenp
+        ctypes.c_void_p,  # void *newp
+        ctypes.c_size_t,  # size_t newlen
+    )
     call.restype = ctypes.c_int
     return call
 
