@@ -4,6 +4,7 @@
 checks, unit/property tests and behave features in sequence in one venv.
 """
 
+import shutil
 from pathlib import Path
 
 import nox
@@ -166,3 +167,14 @@ def _example_port(session: nox.Session, options: list[str]) -> None:
     report = [] if "--report" in options else ["--report", matrix]
     port = ["--impl", "node ports/node/shim.mjs"]
     session.run("python", "tools/conformance.py", *port, *report, *options)
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """Build the sdist and the wheel (python -m build) into the session's tmp folder,
+    then check both with twine check --strict: the README is their long description."""
+    session.install("build", "twine")
+    dist = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(dist, ignore_errors=True)  # only what this run built is checked
+    session.run("python", "-m", "build", "--outdir", str(dist), ".")
+    session.run("twine", "check", "--strict", *sorted(str(built) for built in dist.iterdir()))
