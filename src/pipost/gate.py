@@ -39,6 +39,7 @@ from pipost.compatibility import (
     Verdict,
 )
 from pipost.format import visible
+from pipost.value import Value
 
 USAGE: Final = """\
 usage: pi-post contract [--against REV|auto] [--format text|json|github] [--tree DIR]
@@ -134,8 +135,13 @@ def pins_at(tree: Path, revision: str) -> tuple[Pins | None, str | None]:
 # -- the report -----------------------------------------------------------------------
 
 
-class Problem:
+class Problem(Value):
     """Something wrong beyond a part's findings, and where to look."""
+
+    __slots__ = ("rule", "text", "where")
+    rule: Final[str]
+    text: Final[str]
+    where: Final[tuple[str, int] | None]
 
     def __init__(self, rule: str, text: str, where: tuple[str, int] | None = None) -> None:
         self.rule = rule
@@ -165,7 +171,10 @@ class Report:
         if self.cannot_run is not None:
             return "cannot-run"
         if self.exit_status:
-            return "breaking"
+            only_unpinned = not self.problems and all(
+                v.state in (UNCHANGED, COMPATIBLE, UNPINNED) for v in self.verdicts
+            )
+            return "unpinned" if only_unpinned else "breaking"
         if any(v.state == COMPATIBLE for v in self.verdicts):
             return "compatible"
         return "unchanged"
@@ -370,12 +379,15 @@ def print_text(report: Report, tree: Path, out: TextIO) -> None:
             out.writelines(f"  {command}\n" for command in commands)
     for problem in report.problems:
         out.write(f"\n{problem.rule}: {problem.text}\n")
-    said = {
-        "unchanged": "unchanged",
-        "compatible": "compatible changes only",
-        "breaking": "the contract breaks its pins",
-    }
-    out.write(f"\nverdict: {said[report.verdict]} (exit {report.exit_status})\n")
+    out.write(f"\nverdict: {_VERDICTS[report.verdict]} (exit {report.exit_status})\n")
+
+
+_VERDICTS: Final = {
+    "unchanged": "unchanged",
+    "compatible": "compatible changes only",
+    "unpinned": "a version is not pinned yet",
+    "breaking": "the contract breaks its pins",
+}
 
 
 def report_data(report: Report, tree: Path) -> dict[str, Json]:
