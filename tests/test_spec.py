@@ -33,7 +33,6 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 SCANNED = (
     "src",
     "tests",
-    "features",
     "tools",
     "docs",
     "ports",

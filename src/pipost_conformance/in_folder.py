@@ -1,8 +1,8 @@
-"""Run a command from a given folder: ``python tools/in_folder.py FOLDER COMMAND...``.
+"""Run a command from a given folder: ``python in_folder.py FOLDER COMMAND...``.
 
 The conformance kit starts an implementation's COMMAND through this, so that it
 runs from the folder the kit was started in (where its relative paths were
-written) while behave and pytest run from the repository."""
+written) while behave and pytest run from the kit's own folder."""
 
 from __future__ import annotations
 

@@ -405,7 +405,7 @@ def expectations_text(items: Sequence[Item]) -> str:
     """An expectations file that expects this run's failures, their first errors as
     the reasons (edit them to say why)."""
     lines = [
-        "# Expected failures for tools/conformance.py --expect: <scenario id> <reason>",
+        "# Expected failures for pi-post conformance --expect: <scenario id> <reason>",
         "# (written by --write-expectations from the failures of a run)",
     ]
     for item in items:
@@ -645,7 +645,9 @@ def run_machines(impl: str | None, work: Path, out: TextIO) -> tuple[list[Item],
             f"--junitxml={junit}",
             str(path),
         ]
-        done = subprocess.run(argv, cwd=KIT, env=env, capture_output=True, text=True)
+        # From the scratch folder: Hypothesis keeps its examples where it runs, and
+        # the kit writes nothing but the reports asked for.
+        done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
         relative = path.relative_to(KIT)
         if not junit.exists():
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
@@ -1055,7 +1057,7 @@ def run_kit(args: argparse.Namespace, here: Path, out: TextIO) -> Run:
     implementation = " ".join(p for p in parts if p) or "pipost (in process)"
     impl = from_folder(args.impl, here) if args.impl else None
     cli = with_paths_from(args.cli, here) if args.cli else None
-    features = [str(here / path) for path in args.features]
+    features = feature_paths(args.features, here)
     with tempfile.TemporaryDirectory(prefix="pipost-conformance-") as work:
         items, about, broken = run_behave(impl, cli, features, args.name, Path(work), out)
         cli_only = bool(args.cli) and not args.impl
@@ -1078,6 +1080,17 @@ def run_kit(args: argparse.Namespace, here: Path, out: TextIO) -> Run:
         elsewhere=CHECKED_ON_PIPOST_ALONE,
         required=list(args.require),
     )
+
+
+def feature_paths(given: Sequence[str], here: Path) -> list[str]:
+    """The ``--features`` paths, each from the caller's folder, else, when it names
+    nothing there, from the kit's (``features/addresses.feature``, as the reports'
+    locations name it): a porter without a checkout can name one."""
+    found = []
+    for path in given:
+        theirs, kits = here / path, KIT / path
+        found.append(str(kits if not theirs.exists() and kits.exists() else theirs))
+    return found
 
 
 def not_run(test_id: str, why: str) -> Item:
@@ -1137,7 +1150,7 @@ def main(
     os.environ["PIPOST_TIMEOUT"] = str(args.timeout)
     os.environ["PIPOST_VALIDATE"] = "1" if args.validate else ""
     if args.list:
-        features = [str(here / path) for path in args.features]
+        features = feature_paths(args.features, here)
         try:
             machine_ids = [] if args.no_machines else machine_tests(machine_files())
         except RuntimeError as error:

@@ -241,17 +241,26 @@ def test_each_fault_alone_fails_only_its_own_rows(
     )
 
 
+def kit_tree() -> set[Path]:
+    """The files of the kit's folder, but for the bytecode Python caches."""
+    return {path for path in (REPO / KIT).parent.rglob("*") if "__pycache__" not in path.parts}
+
+
 def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
     tmp_path: Path,
 ) -> None:
     """The registry machine states INV-14, 15, 17 and more; a toy whose ``record``
     calls every recorded session live breaks presence (INV-15) and only that row
-    of the machine fails."""
+    of the machine fails. The run writes nothing into the kit, which may be an
+    installed package (Hypothesis keeps the failing example in the run's scratch
+    folder)."""
+    before = kit_tree()
     faulty = run(
         tmp_path,
         *("--impl", f"{BROKEN} --fault stale-presence"),
         *("--features", f"{KIT}/addresses.feature", "--name", "no such scenario"),
     )
+    assert kit_tree() == before
     registry = faulty.scenario("machines/test_registry_machine.py::TestRegistryMachine::runTest")
     assert registry["results"] == {"INV-15": "fail"}
     assert registry["tier"] == "must"

@@ -35,7 +35,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-# A conformance run (tools/conformance.py) drives the machines through another
+# A conformance run (pi-post conformance) drives the machines through another
 # implementation, over a pipe: it asks for this smaller budget with
 # --hypothesis-profile=conformance.
 settings.register_profile(

@@ -1,6 +1,6 @@
 """Verdicts of the state machines: every assertion names the invariant it checks.
 
-A conformance run (tools/conformance.py) reads which invariants a failing machine
+A conformance run (pi-post conformance) reads which invariants a failing machine
 broke from the failure's message, which starts with the ids in brackets
 (``[INV-15] presence of s-… is live, expected offline``); a failure without them
 counts as an error of the run, not against any invariant. So a machine asserts an

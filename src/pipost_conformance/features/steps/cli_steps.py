@@ -800,6 +800,7 @@ def letter_lies_in(context: Context, folder: str) -> None:
 # reads a fact another invariant states (presence, where a handle leads, a letter
 # set aside).
 
+
 def _schema(name: str) -> jsonschema.Draft202012Validator:
     def load(name: str) -> dict[str, object]:
         found = json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
