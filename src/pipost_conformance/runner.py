@@ -1121,7 +1121,7 @@ def apply_expectations(run: Run, expectations: dict[str, str]) -> None:
 
 
 def main(
-    argv: Sequence[str] | None = None,
+    argv: Sequence[str],
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     cwd: str | None = None,
@@ -1132,7 +1132,7 @@ def main(
     err = sys.stderr if stderr is None else stderr
     here = Path(cwd or os.getcwd())
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        args = parse_args(argv)
     except UsageError as error:
         err.write(f"pi-post: {error} (see pi-post conformance --help)\n")
         return 2
