@@ -51,10 +51,26 @@ def test_a_workflow_that_is_not_valid_is_refused(tmp_path: Path) -> None:
     assert validate(broken).returncode != 0
 
 
+def _requirements(extras: dict[str, list[str]], extra: str) -> list[str]:
+    """The requirements of an extra, with those of pipost's own extras it names
+    (``pipost[conformance]``) in their place."""
+    found = []
+    for item in extras[extra]:
+        own = re.fullmatch(r"pipost\[([\w,-]+)\]", item)
+        found += (
+            [r for name in own[1].split(",") for r in _requirements(extras, name)]
+            if own
+            else [item]
+        )
+    return found
+
+
 def test_every_development_tool_is_pinned() -> None:
     project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text(encoding="utf-8"))
     extras = project["project"]["optional-dependencies"]
-    wanted = {_normalised(re.split(r"[<>=\[; ]", item)[0]) for item in extras["dev"]}
+    required = _requirements(extras, "dev")
+    wanted = {_normalised(re.split(r"[<>=\[; ]", item)[0]) for item in required}
+    assert {"behave", "pytest", "ruff"} <= wanted
     assert sorted(wanted - set(pinned())) == []
 
 
