@@ -643,6 +643,41 @@ def test_a_record_is_rejected_with_a_code_its_facts_and_pipost_s_words(
     assert session.parse(raw) == expected
 
 
+@pytest.fixture
+def bumped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record version bumped to 2, as a later pipost would have it."""
+    monkeypatch.setattr(session, "VERSION", 2)
+    monkeypatch.setattr(session, "READABLE_VERSIONS", (1, 2))
+
+
+@pytest.mark.usefixtures("bumped")
+def test_after_a_bump_a_v1_record_is_read_and_records_are_written_as_the_new_version() -> None:
+    record = make_record("rules", "/work", pid=5)
+    assert session.parse(_record_with(v=1)) == record
+    assert session.to_json(record)["v"] == 2
+    assert session.parse(session.encode(record)) == record
+
+
+@pytest.mark.usefixtures("bumped")
+@pytest.mark.parametrize("v", [0, 3, True, "1"])
+def test_after_a_bump_a_record_version_not_read_is_refused_naming_the_readable_ones(
+    v: object,
+) -> None:
+    expected = Rejected("bad_field", "v is not one of 1, 2", field="v")
+    assert session.parse(_record_with(v=v)) == expected
+
+
+@pytest.mark.usefixtures("bumped")
+def test_a_record_is_read_by_the_fields_of_its_own_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A field v2 defines is another writer's in a v1 record, kept as extra."""
+    monkeypatch.setitem(session.KNOWN_FIELDS, 2, session.KNOWN_FIELDS[1] | {"host"})
+    v1 = session.parse(_record_with(v=1, host="box"))
+    v2 = session.parse(_record_with(v=2, host="box"))
+    assert isinstance(v1, Record) and v1.extra == {"host": "box"}
+    assert isinstance(v2, Record) and v2.extra == {}
+    assert session.known_fields(3) == session.KNOWN_FIELDS[2]
+
+
 def test_a_record_filed_under_another_address_is_an_id_mismatch() -> None:
     record = make_record("filed", "/work", pid=5)
     parsed = session.parse(session.encode(record), address_of("elsewhere") + ".json")
