@@ -68,7 +68,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
 
     Examples: wrong version, bad field types, bad addresses, an id that is not its file name
       | field        | value                    | reason                                |
-      | v            | 2                        | "bad_field" with field "v"            |
+      | v            | 0                        | "bad_field" with field "v"            |
       | v            | "1"                      | "bad_field" with field "v"            |
       | sentAt       | "1796078534000"          | "bad_field" with field "sentAt"       |
       | body         | 42                       | "bad_field" with field "body"         |

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import contract, doctor, files, listeners, mailbox, quarantine
+from pipost import contract, doctor, files, listeners, mailbox, message, quarantine
 from pipost.address import address_of
 from pipost.doctor import (
     ATTENTION,
@@ -622,7 +622,7 @@ def test_the_start_times_fact_comes_from_the_process_table(tmp_path: Path) -> No
 def test_the_contract_fact_is_the_pinned_contract(tmp_path: Path) -> None:
     facts = survey(tmp_path)
     pinned, _ = contract.load_pins()[contract.current_version()]
-    assert (facts.contract.version, facts.contract.fingerprint) == (1, pinned)
+    assert (facts.contract.version, facts.contract.fingerprint) == (message.VERSION, pinned)
     assert facts.contract.matches_pin
 
 

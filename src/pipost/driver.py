@@ -875,7 +875,8 @@ class ProtocolSchema:
 
         from pipost import schemas
 
-        documents = [schemas.load(name) for name in ("driver.v1", "message.v1", "record.v1")]
+        messages = [f"message.v{version}" for version in message.READABLE_VERSIONS]
+        documents = [schemas.load(name) for name in ("driver.v1", *messages, "record.v1")]
         registry: Registry[Any] = Registry().with_resources(
             (document["$id"], Resource.from_contents(document)) for document in documents
         )
