@@ -17,6 +17,13 @@ def _install(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
 
 
+def _contract(session: nox.Session, options: list[str]) -> None:
+    """The contract gate first, so its verdict stands alone (docs/contract.md): against
+    the merge base with main (on main, the commit before), saying so when there is no
+    history to compare with."""
+    session.run("pi-post", "contract", "--against", "auto", *options)
+
+
 def _lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -71,14 +78,24 @@ def features(session: nox.Session) -> None:
 
 @nox.session
 def check(session: nox.Session) -> None:
-    """Everything CI runs: lint, types, tests, features, and the conformance kit
-    against the independent Node port (ports/node) — one install, one venv."""
+    """Everything CI runs: the contract gate, lint, types, tests, features, and the
+    conformance kit against the independent Node port (ports/node) — one install, one
+    venv."""
     _install(session)
+    _contract(session, [])
     _lint(session)
     _types(session)
     _tests(session)
     _features(session)
     _example_port(session, [])
+
+
+@nox.session
+def contract(session: nox.Session) -> None:
+    """The contract gate alone; extra args go to it (nox -s contract -- --format github,
+    -- --pin, -- bump message; pi-post contract --help)."""
+    _install(session)
+    _contract(session, session.posargs)
 
 
 @nox.session

@@ -1,199 +1,235 @@
-"""The contract gate: the wire contract equals the pin of its message-schema version,
-and a change to it without a version bump fails, saying what changed (INV-21)."""
+"""The contract gate (INV-21): every part of the contract, gathered from the code,
+against its pins. Each case the issue found passing the old gate is here: the
+parser alone, the encoder alone, a cap, a re-pin inside one change (see
+test_gate.py for history), and the compatible change that needs no bump."""
 
 from __future__ import annotations
 
-import copy
-import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pipost import cli, contract
-from pipost.contract import Parts
+from pipost import compatibility, contract, files, gate, mailbox, message, schemas
+from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Revision, Verdict
 
+CHECKOUT = Path(__file__).resolve().parents[1]
 INTEROP = Path(__file__).parent / "fixtures" / "interop"
 
 
-def test_the_wire_contract_matches_the_pin_of_its_version() -> None:
-    """The gate itself. If this fails, the message says which part changed and how:
-    undo the change, or bump message.VERSION and run python -m pipost.contract --pin."""
-    problems = contract.check(contract.current_version(), contract.parts(), contract.load_pins())
-    assert not problems, "\n\n".join(problems)
+def judged() -> dict[str, Verdict]:
+    """Each part now, against the pins of the tree."""
+    pins = contract.load_pins()
+    contents = contract.gather_all(pins, contract.load_corpus())
+    return {verdict.part: verdict for verdict in contract.judge_all(pins, contents)}
 
 
-def test_every_pin_is_the_fingerprint_of_the_parts_it_keeps() -> None:
-    for version, (fingerprint, parts) in contract.load_pins().items():
-        assert contract.fingerprint(parts) == fingerprint, f"the pin of v{version} was edited"
+def rules_of(verdict: Verdict) -> set[tuple[str, str]]:
+    return {(finding.rule, finding.facet) for finding in verdict.findings}
 
 
-def test_the_address_vectors_are_the_ones_the_reference_computed() -> None:
+def test_the_contract_matches_its_pins() -> None:
+    """The gate itself. If this fails, `pi-post contract` says which part changed, how,
+    and the commands that resolve it (docs/contract.md)."""
+    report = gate.judge_tree(None, CHECKOUT)
+    data = gate.report_data(report, CHECKOUT)
+    assert report.exit_status == 0, json.dumps(data, indent=1, ensure_ascii=False)[:4000]
+    assert {v.part: v.state for v in report.verdicts} == dict.fromkeys(contract.PARTS, UNCHANGED)
+
+
+def test_every_part_has_its_version_and_is_pinned_at_it() -> None:
+    pins = contract.load_pins()
+    assert list(contract.versions()) == list(contract.PARTS)
+    for part, version in contract.versions().items():
+        assert version in pins[part], f"{part} v{version} is not pinned"
+
+
+def test_the_address_rule_is_the_reference_vectors_through_address_of() -> None:
     reference = json.loads((INTEROP / "address-vectors.json").read_text(encoding="utf-8"))
-    assert contract.parts()["address_vectors"] == reference["vectors"]
-
-
-def test_the_parts_come_from_the_code() -> None:
-    parts = contract.parts()
-    assert parts["file_naming"] == {
-        "record": "registry/<address>.json",
-        "letter": "inbox/<address>/<id>.json",
-        "letter_in_flight": "inbox/<address>/<id>.json.tmp",
-        "folder_mode": "0700",
-        "file_mode": "0600",
+    content = judged()["address"]
+    assert content.state == UNCHANGED
+    derived = contract.gather("address", contract.load_corpus()["address"])
+    results = {
+        case["input"]: case["result"]
+        for f, case in derived.items()
+        if f != "pattern:address" and isinstance(case, dict) and isinstance(case["input"], str)
     }
-    assert parts["message_rules"] == {
-        "v": 1,
-        "id_pattern": "^[0-9]{13}-[0-9a-f]{8}$",
-        "body_cap_bytes": 32768,
-    }
-    written = parts["record_fields"]
-    assert isinstance(written, dict)
-    assert written["written"] == [
-        *("v", "address", "sessionId", "name", "cwd"),
-        *("pid", "pidStart", "startedAt", "lastSeen"),
-    ]
+    assert results == {v["sessionId"]: v["address"] for v in reference["vectors"]}
 
 
-def test_prose_in_the_schemas_is_not_part_of_the_contract() -> None:
-    schema = contract.parts()["message_schema"]
-    assert "description" not in json.dumps(schema)
-    assert "pattern" in json.dumps(schema)
-
-
-def _with_priority(parts: Parts) -> Parts:
-    changed = copy.deepcopy(parts)
-    _schema_gains_priority(changed)
-    return changed
-
-
-def _schema_gains_priority(parts: Parts) -> None:
-    schema = parts["message_schema"]
-    assert isinstance(schema, dict) and isinstance(schema["properties"], dict)
-    schema["properties"]["priority"] = {"type": "integer"}
-
-
-def test_a_changed_contract_with_the_same_version_fails_saying_what_changed() -> None:
-    version, pins = contract.current_version(), contract.load_pins()
-    problems = contract.check(version, _with_priority(contract.parts()), pins)
-    assert f"still v{version}" in problems[0]
-    assert len(problems) == 2
-    assert problems[1].startswith("changed: message_schema\n")
-    assert '+    "priority": {' in problems[1]
-
-
-def test_a_bumped_version_fails_until_pinned_then_passes_and_keeps_the_old_pin() -> None:
-    version, pins = contract.current_version(), contract.load_pins()
-    changed = _with_priority(contract.parts())
-    assert contract.check(version + 1, changed, pins) == [
-        f"the wire contract has no pin for message schema v{version + 1}: after bumping the "
-        "version, pin it with: python -m pipost.contract --pin"
-    ]
-    bumped = contract.pin(version + 1, changed, pins)
-    assert contract.check(version + 1, changed, bumped) == []
-    assert bumped[version] == pins[version]
-    assert contract.check(version, contract.parts(), bumped) == []
-
-
-def test_a_published_version_is_never_pinned_to_another_contract() -> None:
-    version, pins = contract.current_version(), contract.load_pins()
-    changed = _with_priority(contract.parts())
-    with pytest.raises(contract.ContractError, match="bump the version"):
-        contract.pin(version, changed, pins)
-    assert contract.check(version, changed, pins), "the refused pin left the gate open"
-    assert contract.pin(version, contract.parts(), pins) == pins
-
-
-def _body_cap_65536(parts: Parts) -> None:
-    rules = parts["message_rules"]
-    assert isinstance(rules, dict)
-    rules["body_cap_bytes"] = 65536
-
-
-def _record_gains_host(parts: Parts) -> None:
-    fields = parts["record_fields"]
-    assert isinstance(fields, dict) and isinstance(fields["written"], list)
-    fields["written"].append("host")
-
-
-def _address_of_abc_changes(parts: Parts) -> None:
-    vectors = parts["address_vectors"]
-    assert isinstance(vectors, list)
-    (vector,) = [v for v in vectors if isinstance(v, dict) and v["sessionId"] == "abc"]
-    vector["address"] = "s-000000000000"
-
-
-def _letters_named_msg(parts: Parts) -> None:
-    naming = parts["file_naming"]
-    assert isinstance(naming, dict)
-    naming["letter"] = "inbox/<address>/<id>.msg"
-
-
-CHANGES = {
-    "message_schema": (_schema_gains_priority, "priority"),
-    "message_rules": (_body_cap_65536, "65536"),
-    "record_fields": (_record_gains_host, "host"),
-    "address_vectors": (_address_of_abc_changes, "s-000000000000"),
-    "file_naming": (_letters_named_msg, ".msg"),
-}
-
-
-@pytest.mark.parametrize("part", list(CHANGES))
-def test_a_change_to_any_part_without_a_bump_fails_naming_it_and_the_bump_passes(
-    part: str,
-) -> None:
-    """Each part of the wire contract is held to its pin: changed under the same
-    version, the gate fails, saying which part changed and showing the change;
-    bumped and pinned, it passes, and the pin of the version before stays."""
-    version, pins = contract.current_version(), contract.load_pins()
-    change, shown = CHANGES[part]
-    changed = copy.deepcopy(contract.parts())
-    change(changed)
-
-    problems = contract.check(version, changed, pins)
-    assert problems, "the gate passed a changed contract"
-    assert f"still v{version}" in problems[0], problems[0]
-    assert problems[1:] and all(p.startswith(f"changed: {part}\n") for p in problems[1:]), problems
-    assert shown in "\n".join(problems), problems
-
-    assert contract.check(version + 1, changed, pins), "a version without a pin passed the gate"
-    bumped = contract.pin(version + 1, changed, pins)
-    assert contract.check(version + 1, changed, bumped) == []
-    assert bumped[version] == pins[version], "the pin of the version before changed"
-
-
-def test_pins_round_trip_through_their_file(tmp_path: Path) -> None:
-    pins = contract.pin(2, _with_priority(contract.parts()), contract.load_pins())
-    contract.save_pins(pins, tmp_path / "pins.json")
-    assert contract.load_pins(tmp_path / "pins.json") == pins
-
-
-def test_pi_post_contract_prints_the_version_and_the_fingerprint() -> None:
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.run(["contract"], cli.Context(stdout=out, stderr=err))
-    version = contract.current_version()
-    pinned, _ = contract.load_pins()[version]
-    assert (code, err.getvalue()) == (0, "")
-    assert out.getvalue() == (
-        f"message schema v{version}\n"
-        f"fingerprint {contract.fingerprint(contract.parts())}\n"
-        f"matches the pin of v{version}\n"
+def test_the_corpus_reads_the_letters_pi_post_0_7_wrote() -> None:
+    content = contract.gather("message", contract.load_corpus()["message"])
+    case = content["parse:process-letter-of-pi-post-0.7"]
+    assert isinstance(case, dict) and isinstance(case["result"], dict)
+    assert case["result"]["accepted"] == json.loads(
+        (INTEROP / "messages" / "s-52c78af935a3--1796078536114-ab36f83c.json").read_bytes()
     )
-    assert out.getvalue().splitlines()[1] == f"fingerprint {pinned}"
 
 
-def test_pi_post_contract_fails_saying_what_changed_when_the_pin_differs(
+def test_the_parser_alone_changing_the_wire_is_breaking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old gate fingerprinted the schema only: a parser that also accepts a
+    `subject` passed it. Now the corpus's letter with a subject reads otherwise."""
+    monkeypatch.setattr(message, "_MESSAGE_KEYS", {*message._MESSAGE_KEYS, "subject"})
+    verdict = judged()["message"]
+    assert verdict.state == BREAKING
+    assert rules_of(verdict) == {("parse.changed", "parse:unknown-field")}
+    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    assert contract.contradictions(contents) == [
+        "message: the schema refuses parse:unknown-field, which the parser accepts"
+    ]
+
+
+def test_the_encoder_alone_changing_the_wire_is_breaking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Swapping two keys of the encoding changes every letter's bytes (SPEC 1.2's
+    order): the old gate's fingerprint did not move."""
+    real = message.to_json
+
+    def id_first(letter: message.Message) -> dict[str, Any]:
+        data = real(letter)
+        return {"id": data.pop("id"), **data}
+
+    monkeypatch.setattr(message, "to_json", id_first)
+    verdict = judged()["message"]
+    assert verdict.state == BREAKING
+    assert {rule for rule, _ in rules_of(verdict)} == {"encoding.changed"}
+    assert {facet for _, facet in rules_of(verdict)} == {
+        f"encode:{name}" for name in contract.load_corpus()["message"]["encode"]
+    }
+
+
+def test_a_cap_changed_without_a_bump_is_breaking_and_says_how_to_bump(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    version = contract.current_version()
-    other = _with_priority(contract.parts())
-    monkeypatch.setattr(
-        contract, "load_pins", lambda: {version: (contract.fingerprint(other), other)}
+    monkeypatch.setattr(mailbox, "CAP", 51)
+    verdict = judged()["interop"]
+    assert verdict.state == BREAKING
+    (finding,) = verdict.findings
+    assert (finding.rule, finding.facet, finding.before, finding.after) == (
+        "limit.changed",
+        "limit:mailbox_cap",
+        50,
+        51,
     )
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.run(["contract"], cli.Context(stdout=out, stderr=err))
-    assert code == 1
-    assert out.getvalue().startswith(f"message schema v{version}\nfingerprint sha256:")
-    assert err.getvalue().startswith("pi-post: the wire contract changed, but the message")
-    assert "changed: message_schema" in err.getvalue()
-    assert '-    "priority": {' in err.getvalue()
+    assert gate.fixes(verdict)[0].startswith("pi-post contract bump interop ")
+    assert gate.where(CHECKOUT, finding) == (
+        "src/pipost/mailbox.py",
+        _line_of("mailbox.py", "CAP = "),
+    )
+
+
+def test_a_lock_taken_otherwise_is_breaking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock protocol is what the scripted exchange saw: a deposit that no longer
+    locks its mailbox folder changes it, whatever the constants say."""
+    monkeypatch.setattr(files.FolderLock, "__enter__", lambda self: self.folder)
+    verdict = judged()["interop"]
+    assert verdict.state == BREAKING
+    assert ("lock.changed", "lock:deposit") in rules_of(verdict)
+
+
+def test_a_changed_derivation_is_breaking(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(contract, "address_of", lambda session_id: "s-000000000000")
+    verdict = judged()["address"]
+    assert verdict.state == BREAKING
+    assert {rule for rule, _ in rules_of(verdict)} == {"address.derivation-changed"}
+
+
+def _record_schema_with_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = schemas.load
+
+    def load(name: str) -> dict[str, Any]:
+        schema = real(name)
+        if name == "record.v1":
+            schema["properties"]["host"] = {"type": "string"}
+        return schema
+
+    monkeypatch.setattr(schemas, "load", load)
+
+
+def test_an_optional_record_field_is_compatible_and_pins_as_the_next_revision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Records are open (SPEC 1.3): a field their readers do not know is ignored, so
+    no bump: the old gate demanded a bump of the message version for it."""
+    _record_schema_with_host(monkeypatch)
+    verdict = judged()["record"]
+    assert (verdict.state, verdict.exit_status) == (COMPATIBLE, 0)
+    assert rules_of(verdict) == {("record.field-added", "field:host")}
+    pins = contract.load_pins()
+    contents = contract.gather_all(pins, contract.load_corpus())
+    pinned, said = compatibility.pin("record", 1, contents["record"], pins, pins)
+    assert said.startswith("record v1: pinned revision 2 ")
+    assert pinned["record"][1][0] == pins["record"][1][0], "the published revision was kept"
+
+
+def test_a_schema_that_contradicts_the_code_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bump of the version alone leaves the schema saying v1 and the old cap: the
+    old gate pinned that."""
+    real = schemas.load
+    monkeypatch.setattr(message, "VERSION", 2)
+    monkeypatch.setattr(message, "BODY_CAP", 65536)
+    monkeypatch.setattr(
+        schemas, "load", lambda name: real(name.replace("message.v2", "message.v1"))
+    )
+    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    problems = contract.contradictions(contents)
+    assert problems[:3] == [
+        "message: the $id of message.v2.schema.json does not end in :v2, the version the code "
+        "carries out",
+        'message: the schema\'s v is {"const": 1}, the code\'s is {"const": 2}',
+        "message: the schema's body maxLength is not the code's cap, 65536",
+    ]
+
+
+def test_a_letter_an_earlier_version_accepted_must_still_read_the_same() -> None:
+    """New readers read old mail: each pinned corpus of an earlier version goes
+    through today's parser."""
+    content = contract.gather("message", contract.load_corpus()["message"])
+    accepted = {f: c for f, c in content.items() if f == "parse:session-letter"}
+    pins = {"message": {0: [Revision.of(accepted)]}}
+    assert contract.old_mail(pins) == []
+    case = accepted["parse:session-letter"]
+    assert isinstance(case, dict) and isinstance(case["input"], dict)
+    stranded: Content = {"parse:v-0": {**case, "input": {**case["input"], "json": {"v": 0}}}}
+    problems = contract.old_mail({"message": {0: [Revision.of(stranded)]}})
+    assert problems == [
+        'message v0 parse:v-0: accepted by v0, now read as {"rejected": "bad_field", "field": "v"}'
+    ]
+
+
+def test_a_corpus_entry_is_never_rewritten_under_a_pinned_name() -> None:
+    corpus = contract.load_corpus()
+    changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
+    with pytest.raises(contract.CorpusError, match="address/derive/abc"):
+        contract.gather_all(contract.load_pins(), changed)
+
+
+def test_a_new_corpus_entry_is_a_compatible_change() -> None:
+    corpus = contract.load_corpus()
+    grown = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "new": "n"}}}
+    pins = contract.load_pins()
+    verdicts = {v.part: v for v in contract.judge_all(pins, contract.gather_all(pins, grown))}
+    assert verdicts["address"].state == COMPATIBLE
+    assert rules_of(verdicts["address"]) == {("corpus.entry-added", "derive:new")}
+
+
+def test_the_schemas_agree_with_the_parser_on_every_corpus_file() -> None:
+    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    assert contract.contradictions(contents) == []
+
+
+def test_prose_in_the_schemas_is_not_part_of_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = schemas.load
+
+    def reworded(name: str) -> dict[str, Any]:
+        schema = real(name)
+        schema["description"] = "reworded"
+        return schema
+
+    monkeypatch.setattr(schemas, "load", reworded)
+    assert {v.state for v in judged().values()} == {UNCHANGED}
+
+
+def _line_of(module: str, needle: str) -> int:
+    lines = (CHECKOUT / "src" / "pipost" / module).read_text(encoding="utf-8").splitlines()
+    return next(n for n, line in enumerate(lines, 1) if needle in line)

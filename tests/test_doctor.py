@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipost import contract, doctor, files, listeners, mailbox, message, quarantine
+from pipost import contract, doctor, files, listeners, mailbox, quarantine
 from pipost.address import address_of
+from pipost.compatibility import latest
 from pipost.doctor import (
     ATTENTION,
     OK,
@@ -597,7 +598,9 @@ def test_a_folder_that_cannot_be_opened_is_noted_as_unreadable(
     opened = files.Folder.child
 
     def child(self: files.Folder, name: str) -> files.Folder | None:
-        if name == "registry":
+        # Only in this post office: the survey also runs the contract's exchange in one
+        # of its own (contract.py).
+        if name == "registry" and str(self.path) == str(root):
             raise PermissionError(errno.EACCES, "Permission denied", self.name(name))
         return opened(self, name)
 
@@ -621,8 +624,10 @@ def test_the_start_times_fact_comes_from_the_process_table(tmp_path: Path) -> No
 
 def test_the_contract_fact_is_the_pinned_contract(tmp_path: Path) -> None:
     facts = survey(tmp_path)
-    pinned, _ = contract.load_pins()[contract.current_version()]
-    assert (facts.contract.version, facts.contract.fingerprint) == (message.VERSION, pinned)
+    newest = latest(contract.load_pins(), "message")
+    assert newest is not None
+    version, _, pinned = newest
+    assert (facts.contract.version, facts.contract.fingerprint) == (version, pinned.fingerprint)
     assert facts.contract.matches_pin
 
 

@@ -157,11 +157,28 @@ machines use, over pipost. nox -s conformance -- --impl "pi-post driver" runs
 the suite through it; a port ships the same thin shim over its own library.
 """,
     "contract": """\
-usage: pi-post contract
+usage: pi-post contract [--against REV|auto] [--format text|json|github] [--tree DIR]
+       pi-post contract --pin [--against REV|auto] [--tree DIR]
+       pi-post contract bump PART [--tree DIR]
+       pi-post contract diff PART@V[.R] PART@V[.R] [--format text|json] [--tree DIR]
 
-Print the message schema version and the fingerprint of the wire contract
-(message schema, record fields, address rule and vectors, file naming), and
-whether it matches the pin of that version; exit 1, saying what changed, if not.
+The contract gate (docs/contract.md). Judge each part of the contract (message,
+record, address, tree, interop, cli, documents, driver) of the source checkout
+holding the working directory, or of DIR, or else of the installed package:
+its schemas, constants and behaviour on the corpus against its pins, and say
+for each change whether it is compatible or breaking, with the commands that
+resolve it. Exit 0 unchanged or compatible, 1 breaking without a bump (or not
+pinned, or a pin rewritten), 2 the gate could not run.
+
+  --against REV   also check that no pin published at the git revision REV was
+                  rewritten; auto: the merge base with main (on main, HEAD~1)
+  --format F      text (default), json (one document), github (annotations)
+  --pin           pin what changed: a compatible change as the next revision,
+                  a bumped version as its first; refuses a breaking change
+                  without a bump and a contract that contradicts itself
+  bump PART       start the next version of PART: its version, the versions
+                  its parser reads, and a copy of its schema for the new version
+  diff A B        the changes between two pins, e.g. message@1 message@2
 """,
     "doctor": """\
 usage: pi-post doctor [--json]
@@ -673,17 +690,11 @@ def cmd_driver(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_contract(args: Sequence[str], ctx: Context) -> int:
-    _options(args, "contract", positional_allowed=False)
-    from pipost import contract
+    if any(arg in ("--help", "-h") for arg in args):
+        raise HelpRequested
+    from pipost import gate
 
-    version, parts = contract.current_version(), contract.parts()
-    ctx.say(f"message schema v{version}")
-    ctx.say(f"fingerprint {contract.fingerprint(parts)}")
-    problems = contract.check(version, parts, contract.load_pins())
-    if problems:
-        raise Refused("\n".join(problems))
-    ctx.say(f"matches the pin of v{version}")
-    return 0
+    return gate.main(args, ctx.stdout, ctx.stderr, cwd=ctx.working_dir())
 
 
 COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {

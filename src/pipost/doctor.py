@@ -716,7 +716,9 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
     if top is not None:
         with top:
             seen.descend(top)
-    version, parts = contract.current_version(), contract.parts()
+    pins = contract.load_pins()
+    verdicts = contract.judge_all(pins, contract.gather_all(pins, contract.load_corpus()))
+    (wire,) = [verdict for verdict in verdicts if verdict.part == "message"]
     return Facts(
         root=path,
         uid=seen.uid,
@@ -726,9 +728,7 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
         kernel_watch=_kernel_watch(path if top is not None else _nearest_folder(path)),
         start_times=bool(processes.start_token(os.getpid())),
         contract=ContractFacts(
-            version,
-            contract.fingerprint(parts),
-            not contract.check(version, parts, contract.load_pins()),
+            wire.version, wire.fingerprint, not any(v.exit_status for v in verdicts)
         ),
         sessions=tuple(seen.sessions),
         queued=seen.queued,

@@ -1,0 +1,194 @@
+"""The rules that tell a compatible change from a breaking one, and the pins'
+append-only bookkeeping (pure: contents are made up here, nothing is gathered)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipost import compatibility
+from pipost.compatibility import (
+    BREAKING,
+    COMPATIBLE,
+    UNCHANGED,
+    UNPINNED,
+    Content,
+    Json,
+    PinRefused,
+    Pins,
+    Revision,
+)
+
+LETTER: Json = {"input": {"json": {"v": 1}}, "result": {"accepted": {"v": 1, "name": "n"}}}
+
+
+def rules(part: str, before: Content, after: Content) -> list[tuple[str, bool]]:
+    return [(f.rule, f.breaking) for f in compatibility.compare(part, before, after)]
+
+
+@pytest.mark.parametrize(
+    ("part", "before", "after", "expected"),
+    [
+        # A message is closed: any field it gains is refused by the readers of before.
+        ("message", {}, {"field:subject": {"type": "string"}}, ("message.field-added", True)),
+        ("message", {"field:body": {}}, {}, ("message.field-removed", True)),
+        # A record is open: its readers ignore a field they do not know.
+        ("record", {}, {"field:host": {"type": "string"}}, ("record.field-added", False)),
+        ("record", {"field:host": {}}, {}, ("record.field-removed", True)),
+        (
+            "record",
+            {"written": ["v", "a"]},
+            {"written": ["v", "a", "host"]},
+            ("record.field-written", False),
+        ),
+        (
+            "record",
+            {"written": ["v", "a"]},
+            {"written": ["a", "v"]},
+            ("record.written-changed", True),
+        ),
+        (
+            "record",
+            {"required": ["a"]},
+            {"required": ["a", "b"]},
+            ("schema.required-changed", True),
+        ),
+        (
+            "message",
+            {"limit:body_cap_bytes": 32768},
+            {"limit:body_cap_bytes": 65536},
+            ("limit.changed", True),
+        ),
+        (
+            "interop",
+            {"timing:live_window_ms": 45000},
+            {"timing:live_window_ms": 60000},
+            ("timing.changed", True),
+        ),
+        (
+            "interop",
+            {"lock:claim": ["flock LOCK_EX|LOCK_NB x"]},
+            {"lock:claim": []},
+            ("lock.changed", True),
+        ),
+        (
+            "address",
+            {"derive:abc": {"result": "s-1"}},
+            {"derive:abc": {"result": "s-2"}},
+            ("address.derivation-changed", True),
+        ),
+        ("driver", {}, {"op:ping": {}}, ("driver.op-added", False)),
+        ("driver", {"op:ping": {}}, {}, ("driver.op-removed", True)),
+        ("documents", {}, {"def:new": {}}, ("documents.def-added", False)),
+        ("message", {}, {"parse:new-case": LETTER}, ("corpus.entry-added", False)),
+        ("message", {"parse:old-case": LETTER}, {}, ("corpus.entry-removed", True)),
+        ("tree", {"mode:file": "0600"}, {"mode:file": "0644"}, ("tree.mode-changed", True)),
+    ],
+)
+def test_each_change_has_its_rule(
+    part: str, before: Content, after: Content, expected: tuple[str, bool]
+) -> None:
+    assert rules(part, before, after) == [expected]
+
+
+def test_a_record_that_reads_with_more_is_compatible_and_one_that_reads_otherwise_breaks() -> None:
+    assert isinstance(LETTER, dict)
+    more: Json = {
+        "input": LETTER["input"],
+        "result": {"accepted": {"v": 1, "name": "n", "host": "h"}},
+    }
+    other: Json = {"input": LETTER["input"], "result": {"accepted": {"v": 1, "name": "m"}}}
+    refused: Json = {"input": LETTER["input"], "result": {"rejected": "bad_field", "field": "v"}}
+    assert rules("record", {"parse:x": LETTER}, {"parse:x": more}) == [("record.reads-more", False)]
+    assert rules("record", {"parse:x": LETTER}, {"parse:x": other}) == [("parse.changed", True)]
+    assert rules("record", {"parse:x": LETTER}, {"parse:x": refused}) == [("parse.changed", True)]
+    # A message is closed: reading a letter differently is breaking, whatever it gains.
+    assert rules("message", {"parse:x": LETTER}, {"parse:x": more}) == [("parse.changed", True)]
+
+
+def test_a_record_written_with_more_keys_is_compatible_reordered_it_breaks() -> None:
+    def written(text: str) -> Content:
+        return {"encode:x": {"input": {}, "result": text}}
+
+    before = written('{"v":1,"a":2}')
+    assert rules("record", before, written('{"v":1,"a":2,"host":"h"}')) == [
+        ("record.writes-more", False)
+    ]
+    assert rules("record", before, written('{"a":2,"v":1}')) == [("encoding.changed", True)]
+    assert rules("message", before, written('{"v":1,"a":2,"s":1}')) == [("encoding.changed", True)]
+
+
+def test_every_rule_id_is_unique_and_the_last_rows_classify_anything() -> None:
+    ids = [rule.id for rule in compatibility.RULES]
+    assert len(ids) == len(set(ids))
+    assert rules("interop", {"whatever": 1}, {"whatever": 2}) == [("facet.changed", True)]
+
+
+def pins_of(*revisions: Content, part: str = "message", version: int = 1) -> Pins:
+    return {part: {version: [Revision.of(content) for content in revisions]}}
+
+
+def test_the_verdict_of_a_part_follows_its_findings() -> None:
+    pinned = pins_of({"field:v": {"const": 1}})
+    judged = compatibility.judge("message", 1, {"field:v": {"const": 1}}, pinned)
+    assert (judged.state, judged.revision, judged.exit_status) == (UNCHANGED, 1, 0)
+    judged = compatibility.judge("record", 1, {"field:host": {}}, pins_of({}, part="record"))
+    assert (judged.state, judged.exit_status) == (COMPATIBLE, 0)
+    judged = compatibility.judge("message", 1, {"field:v": {"const": 1}, "field:s": {}}, pinned)
+    assert (judged.state, judged.exit_status) == (BREAKING, 1)
+    judged = compatibility.judge("message", 2, {"field:v": {"const": 2}}, pinned)
+    assert (judged.state, judged.revision, judged.exit_status) == (UNPINNED, None, 1)
+    assert [f.facet for f in judged.findings] == ["field:v"]
+
+
+def test_a_compatible_change_is_pinned_as_the_next_revision_of_its_version() -> None:
+    published = pins_of({}, part="record")
+    pins, said = compatibility.pin("record", 1, {"field:host": {}}, published, published)
+    assert said.startswith("record v1: pinned revision 2 sha256:")
+    assert [r.content for r in pins["record"][1]] == [{}, {"field:host": {}}]
+
+
+def test_an_unpublished_revision_is_replaced_and_a_published_one_never_is() -> None:
+    published = pins_of({}, part="record")
+    draft, _ = compatibility.pin("record", 1, {"field:host": {}}, published, published)
+    again, said = compatibility.pin("record", 1, {"field:hosts": {}}, draft, published)
+    assert said.startswith("record v1: replaced unpublished revision 2")
+    assert [r.content for r in again["record"][1]] == [{}, {"field:hosts": {}}]
+    # With no history to tell, every pin counts as published: it is kept, one is added.
+    grown: Content = {"field:host": {}, "field:port": {}}
+    kept, _ = compatibility.pin("record", 1, grown, draft, None)
+    assert [r.content for r in kept["record"][1]] == [{}, {"field:host": {}}, grown]
+    with pytest.raises(PinRefused, match=r"record\.field-removed"):
+        compatibility.pin("record", 1, {"field:hosts": {}}, draft, None)
+
+
+def test_a_breaking_change_to_a_published_version_is_refused_saying_how_to_bump() -> None:
+    published = pins_of({"field:v": {}})
+    with pytest.raises(PinRefused, match=r"message.field-added.*pi-post contract bump message"):
+        compatibility.pin("message", 1, {"field:v": {}, "field:s": {}}, published, published)
+
+
+def test_a_version_is_pinned_only_next_to_the_latest() -> None:
+    published = pins_of({})
+    pins, said = compatibility.pin("message", 2, {"field:v": {}}, published, published)
+    assert said.startswith("message v2: pinned revision 1")
+    assert sorted(pins["message"]) == [1, 2]
+    with pytest.raises(PinRefused, match="the next is v2"):
+        compatibility.pin("message", 3, {}, published, published)
+
+
+def test_a_pin_rewritten_or_removed_since_the_base_is_named() -> None:
+    base = pins_of({"a": 1})
+    assert compatibility.rewritten(base, base) == []
+    assert compatibility.rewritten(base, pins_of({"a": 2})) == [
+        "message v1 revision 1 was re-pinned"
+    ]
+    assert compatibility.rewritten(base, {}) == ["message v1 revision 1 was removed"]
+    assert compatibility.rewritten(base, pins_of({"a": 1}, {"a": 2})) == []
+
+
+def test_a_pin_edited_by_hand_is_named_and_pins_round_trip_through_data() -> None:
+    pins = pins_of({"a": 1}, {"a": 2})
+    assert compatibility.from_data(compatibility.to_data(pins)) == pins
+    assert compatibility.edited(pins) == []
+    forged = {"message": {1: [Revision(pins["message"][1][0].fingerprint, {"a": 3})]}}
+    assert compatibility.edited(forged) == ["message v1 revision 1: its content was edited by hand"]
