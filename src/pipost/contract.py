@@ -677,6 +677,9 @@ def _schema_disagreements(contents: Mapping[str, Content]) -> list[str]:
 def _schema_of(part: str, data: object) -> dict[str, Any]:
     """The schema of the version a file says it is, else that of the current one."""
     version = data.get("v") if isinstance(data, dict) else None
+    # To JSON Schema 1.0 is the number 1 (the parser refuses it: beyond_schema).
+    if type(version) is float and version.is_integer():
+        version = int(version)
     if type(version) is int and version != versions()[part]:
         with contextlib.suppress(FileNotFoundError):
             return schemas.load(f"{part}.v{version}")

@@ -875,8 +875,7 @@ class ProtocolSchema:
 
         from pipost import schemas
 
-        messages = [f"message.v{version}" for version in message.READABLE_VERSIONS]
-        documents = [schemas.load(name) for name in ("driver.v1", *messages, "record.v1")]
+        documents = [schemas.load(name) for name in ("driver.v1", "message.v1", "record.v1")]
         registry: Registry[Any] = Registry().with_resources(
             (document["$id"], Resource.from_contents(document)) for document in documents
         )
