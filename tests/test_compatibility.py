@@ -3,6 +3,8 @@ append-only bookkeeping (pure: contents are made up here, nothing is gathered)."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pipost import compatibility
@@ -117,9 +119,15 @@ def test_a_record_written_with_more_keys_is_compatible_reordered_it_breaks() -> 
     assert rules("message", before, written('{"v":1,"a":2,"s":1}')) == [("encoding.changed", True)]
 
 
-def test_every_rule_id_is_unique_and_the_last_rows_classify_anything() -> None:
+def test_every_rule_id_is_unique_documented_and_the_last_rows_classify_anything() -> None:
     ids = [rule.id for rule in compatibility.RULES]
     assert len(ids) == len(set(ids))
+    documented = (Path(__file__).parents[1] / "docs" / "contract.md").read_text(encoding="utf-8")
+    assert [
+        i
+        for i in ids
+        if f"`{i}`" not in documented and f"`{i.rsplit('-', 1)[0]}-" not in documented
+    ] == []
     assert rules("interop", {"whatever": 1}, {"whatever": 2}) == [("facet.changed", True)]
 
 
