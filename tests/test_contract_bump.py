@@ -1,9 +1,10 @@
 """The worked bump (issue 14, item 6): in a copy of the source tree, the message is
-bumped to v2 with one changed rule — v2 narrows the body cap to 16384 bytes — with
-the contract tool, and pinned. Processes run on the copy then show that the gate
-passes, that the letters queued before the bump (one pipost wrote, one pi-post 0.7
-wrote) are still peeked and delivered after it, each judged by the rules of its
-own version, and that new letters are written as v2."""
+bumped to its next version (v2, from v1 today) with one changed rule — the new
+version halves the body cap — with the contract tool, and pinned. Processes run on
+the copy then show that the gate passes, that the letters queued before the bump
+(one pipost wrote, one pi-post 0.7 wrote) are still peeked and delivered after it,
+each judged by the rules of its own version, and that new letters are written as
+the new version."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pipost import message
 from tests.helpers import make_record, write_record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,10 +23,13 @@ INTEROP_LETTER = (
     REPO / "tests" / "fixtures" / "interop" / "messages"
 ) / "s-6bb4b1bc7f53--1796078534364-bb43be6c.json"
 """A letter pi-post 0.7 wrote: the v1 wire."""
+INTEROP_BODY = "main moved; rebase before you push"
 
-V2_CAP = 16384
-BETWEEN_THE_CAPS = "x" * (V2_CAP + 1)
-"""A body v1 allows and v2 refuses."""
+CURRENT = message.VERSION
+NEXT = CURRENT + 1
+NEXT_CAP = message.BODY_CAP // 2
+BETWEEN_THE_CAPS = "x" * (NEXT_CAP + 1)
+"""A body the current version allows and the next refuses."""
 
 
 class Copy:
@@ -72,62 +77,64 @@ class Copy:
             {"id": 0, "op": "open", "args": {"root": str(self.root), "home": "/", "protocol": 1}},
             *({"id": n, "op": "take", "args": {"address": address}} for n in range(1, 5)),
         ]
-        ran = self.run(
-            "-m", "pipost", "driver", stdin="".join(f"{json.dumps(r)}\n" for r in requests)
-        )
-        answers = [json.loads(line) for line in ran.stdout.splitlines()]
+        lines = "".join(json.dumps(request) + "\n" for request in requests)
+        answers = [
+            json.loads(line)
+            for line in self.run("-m", "pipost", "driver", stdin=lines).stdout.splitlines()
+        ]
         return [a["result"]["message"] for a in answers[1:] if a["result"]["message"]]
 
 
-def bump_to_v2(copy: Copy) -> None:
+def bump_with_a_narrower_cap(copy: Copy) -> None:
     """The bump with the tool, then the change it is for, then the pin."""
     copy.run("-m", "pipost", "contract", "bump", "message")
-    copy.edit(
-        "message.py",
-        "        body_cap=32768,\n    ),\n}\n",
-        "        body_cap=32768,\n    ),\n"
-        "    2: Rules(\n"
-        '        fields=frozenset(("v", "id", "from", "replyTo", "sentAt", "body")),\n'
-        '        sender_fields=frozenset(("kind", "name", "address", "cwd")),\n'
-        f"        body_cap={V2_CAP},\n"
-        "    ),\n}\n",
+    rules = message.rules_of(CURRENT)
+    row = (
+        f"    {NEXT}: Rules(frozenset({sorted(rules.fields)!r}), "
+        f"frozenset({sorted(rules.sender_fields)!r}), {NEXT_CAP}),\n"
     )
-    copy.edit("schemas/message.v2.schema.json", '"maxLength": 32768', f'"maxLength": {V2_CAP}')
+    copy.edit("message.py", "RULES = {\n", "RULES = {\n" + row)
+    copy.edit(
+        f"schemas/message.v{NEXT}.schema.json",
+        f'"maxLength": {message.BODY_CAP}',
+        f'"maxLength": {NEXT_CAP}',
+    )
     # The cap is also a fact two implementations sharing a folder agree on.
     copy.run("-m", "pipost", "contract", "bump", "interop")
     copy.run("-m", "pipost", "contract", "--pin")
 
 
-def test_a_bump_to_v2_passes_the_gate_keeps_v1_mail_flowing_and_writes_v2(tmp_path: Path) -> None:
+def test_a_bump_passes_the_gate_keeps_the_old_mail_flowing_and_writes_the_new_version(
+    tmp_path: Path,
+) -> None:
     copy = Copy(tmp_path)
     target = write_record(copy.root, make_record("the-target", str(tmp_path)))
     inbox = copy.root / "inbox" / target.address
     sent_before = copy.send(target.address, BETWEEN_THE_CAPS)
     assert sent_before.returncode == 0, sent_before.stderr
     shutil.copy2(INTEROP_LETTER, inbox / INTEROP_LETTER.name.partition("--")[2])
-    queued_before = {path.name: path.read_bytes() for path in inbox.iterdir()}
-    assert sorted(json.loads(raw)["v"] for raw in queued_before.values()) == [1, 1]
+    queued_before = {path.name for path in inbox.iterdir()}
+    versions = sorted(json.loads((inbox / name).read_bytes())["v"] for name in queued_before)
+    assert versions == sorted([1, CURRENT])
 
-    bump_to_v2(copy)
+    bump_with_a_narrower_cap(copy)
 
     gate = copy.run("-m", "pipost", "contract", check=False)
     assert gate.returncode == 0, gate.stdout + gate.stderr
-    peeked = copy.run("-m", "pipost", "peek", target.address)
-    assert "main moved; rebase before you push" in peeked.stdout
-    assert BETWEEN_THE_CAPS in peeked.stdout  # over v2's cap, and a v1 letter: v1's cap
+    peeked = copy.run("-m", "pipost", "peek", target.address).stdout
+    assert INTEROP_BODY in peeked
+    assert BETWEEN_THE_CAPS in peeked  # over the new cap, but judged by its own version's
     refused = copy.send(target.address, BETWEEN_THE_CAPS)
     assert refused.returncode == 1, refused.stdout
-    assert f"the cap is {V2_CAP}" in refused.stderr
+    assert f"the cap is {NEXT_CAP}" in refused.stderr
     sent_after = copy.send(target.address, "after the bump")
     assert sent_after.returncode == 0, sent_after.stderr
-    (new_name,) = {path.name for path in inbox.iterdir()} - set(queued_before)
-    assert json.loads((inbox / new_name).read_bytes())["v"] == 2
+    (new_name,) = {path.name for path in inbox.iterdir()} - queued_before
+    assert json.loads((inbox / new_name).read_bytes())["v"] == NEXT
 
     taken = copy.take_all(target.address)
-    assert sorted((letter["v"], letter["body"]) for letter in taken) == [
-        (1, "main moved; rebase before you push"),
-        (1, BETWEEN_THE_CAPS),
-        (2, "after the bump"),
-    ]
-    assert not inbox.exists() or not any(inbox.iterdir())
+    assert sorted((letter["v"], letter["body"]) for letter in taken) == sorted(
+        [(1, INTEROP_BODY), (CURRENT, BETWEEN_THE_CAPS), (NEXT, "after the bump")]
+    )
+    assert not any(inbox.iterdir())
     assert not (copy.root / "quarantine").exists()
