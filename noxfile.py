@@ -4,6 +4,7 @@
 checks, unit/property tests and behave features in sequence in one venv.
 """
 
+import shutil
 from pathlib import Path
 
 import nox
@@ -13,8 +14,12 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["check"]
 
 
+CONSTRAINTS = "constraints.txt"
+"""The development tools, pinned: nox -s lock writes it."""
+
+
 def _install(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
+    session.install("-c", CONSTRAINTS, "-e", ".[dev]")
 
 
 def _contract(session: nox.Session, options: list[str]) -> None:
@@ -99,11 +104,25 @@ def contract(session: nox.Session) -> None:
 
 
 @nox.session
+def lock(session: nox.Session) -> None:
+    """Rewrite constraints.txt: the newest releases of the development tools (the dev
+    extra and what it pulls in), installed in a fresh venv and frozen. Run it, run
+    nox -s check, and commit both together."""
+    session.install("--upgrade", "-e", ".[dev]")
+    frozen = session.run("pip", "freeze", "--exclude-editable", silent=True)
+    assert isinstance(frozen, str)
+    pins = sorted((line for line in frozen.splitlines() if "==" in line), key=str.lower)
+    header = "# The development tools nox installs, pinned. Rewritten by: nox -s lock\n"
+    Path(CONSTRAINTS).write_text(header + "\n".join(pins) + "\n", encoding="utf-8")
+    session.log(f"{CONSTRAINTS}: {len(pins)} packages pinned")
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks, each reported as a ratio to a floor measured in the same run; writes
     benchmarks/results.json, docs/performance.md and docs/performance.png.
     Extra args go to benchmarks/run_all.py (--full, --with-check)."""
-    session.install("-e", ".[dev,bench]")
+    session.install("-c", CONSTRAINTS, "-e", ".[dev,bench]")
     session.run("python", "benchmarks/run_all.py", *session.posargs)
 
 
@@ -148,3 +167,14 @@ def _example_port(session: nox.Session, options: list[str]) -> None:
     report = [] if "--report" in options else ["--report", matrix]
     port = ["--impl", "node ports/node/shim.mjs"]
     session.run("python", "tools/conformance.py", *port, *report, *options)
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """Build the sdist and the wheel (python -m build) into the session's tmp folder,
+    then check both with twine check --strict: the README is their long description."""
+    session.install("build", "twine")
+    dist = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(dist, ignore_errors=True)  # only what this run built is checked
+    session.run("python", "-m", "build", "--outdir", str(dist), ".")
+    session.run("twine", "check", "--strict", *sorted(str(built) for built in dist.iterdir()))

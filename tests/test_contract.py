@@ -236,3 +236,18 @@ def test_prose_in_the_schemas_is_not_part_of_the_contract(monkeypatch: pytest.Mo
 def _line_of(module: str, needle: str) -> int:
     lines = (CHECKOUT / "src" / "pipost" / module).read_text(encoding="utf-8").splitlines()
     return next(n for n, line in enumerate(lines, 1) if needle in line)
+
+
+def test_a_parser_that_raises_is_a_finding_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = message.parse
+
+    def fragile(raw: bytes, file_name: str | None = None) -> message.Message | message.Rejected:
+        if b"subject" in raw:
+            raise KeyError("subject")
+        return real(raw, file_name)
+
+    monkeypatch.setattr(message, "parse", fragile)
+    verdict = judged()["message"]
+    (finding,) = verdict.findings
+    assert (finding.rule, finding.facet) == ("parse.changed", "parse:unknown-field")
+    assert isinstance(finding.after, dict) and finding.after["result"] == {"raised": "KeyError"}

@@ -404,6 +404,13 @@ def test_elsewhere_their_absence_is_a_known_limit_not_a_fault() -> None:
     ]
 
 
+def test_the_kernel_watch_of_macos_and_the_bsds_is_named_kqueue() -> None:
+    assert lines(healthy(linux=False))[3] == (
+        "ok        kernel-watch-ok: the kernel watch (kqueue) works: mail enters a listening "
+        "session as it arrives"
+    )
+
+
 def test_a_session_with_two_listeners_is_reported_with_their_pids() -> None:
     facts = healthy(listening={ALICE.address: (4242, 4250), BOB.address: (4300,)})
     assert needing_attention(facts) == [

@@ -146,7 +146,9 @@ def test_a_breaking_change_is_refused_by_pin_until_bumped(tmp_path: Path) -> Non
     bumped = contract_in(tree, "bump", "interop")
     assert bumped.returncode == 0, bumped.stderr
     assert '"interop": 2' in (tree / "src/pipost/contract.py").read_text(encoding="utf-8")
-    assert contract_in(tree).returncode == 1, "a bumped version is not pinned yet"
+    unpinned = contract_in(tree)
+    assert unpinned.returncode == 1
+    assert unpinned.stdout.endswith("\nverdict: a version is not pinned yet (exit 1)\n")
     assert contract_in(tree, "--pin", "--against", "HEAD").returncode == 0
     assert contract_in(tree, "--against", "HEAD").returncode == 0
 

@@ -1,13 +1,19 @@
-"""jsontext: the same JSON text as the json module, without importing it."""
+"""jsontext: the same JSON text as the json module, without importing it; and, where
+there is no _json accelerator (PyPy), the same text through json itself. Each test
+of the text runs on both: the second is a copy of jsontext loaded without _json,
+with json's pure-Python scanner and encoder beneath it."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -28,39 +34,85 @@ values = st.recursive(
 )
 
 
+def without_accelerator() -> ModuleType:
+    """A copy of jsontext as it loads where there is no _json: json's modules are
+    loaded afresh for it with _json out of reach, so they are their pure-Python
+    selves. The json and _json this process already had are put back after."""
+    saved = {
+        name: module
+        for name, module in sys.modules.items()
+        if name in ("_json", "json") or name.startswith("json.")
+    }
+    for name in saved:
+        del sys.modules[name]
+    sys.modules["_json"] = None  # type: ignore[assignment]  # an import of it fails
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "pipost.jsontext_without_accelerator", jsontext.__file__
+        )
+        assert spec is not None and spec.loader is not None
+        copy = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(copy)
+        return copy
+    finally:
+        for name in [n for n in sys.modules if n in ("_json", "json") or n.startswith("json.")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+PURE_PYTHON = without_accelerator()
+both = pytest.mark.parametrize(
+    "implementation", [jsontext, PURE_PYTHON], ids=["_json", "json without _json"]
+)
+
+
+def test_without_the_accelerator_jsontext_runs_on_json_in_python() -> None:
+    assert PURE_PYTHON._ACCELERATED is False
+    assert inspect.isfunction(PURE_PYTHON.encode_basestring)
+    assert inspect.ismethod(PURE_PYTHON._scanner(None, None))  # JSONDecoder.raw_decode
+    assert PURE_PYTHON.decode('{"a":[1]}') == {"a": [1]}
+    # This process's own jsontext still drives _json.
+    assert jsontext._ACCELERATED is True
+    assert not inspect.ismethod(jsontext._scanner(None, None))
+
+
 def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-@given(values)
-@example(10**400)
-@example('\x00\x1f\x7f\u2028\ud800"\\/')
-def test_encode_writes_what_json_writes(value: object) -> None:
-    assert jsontext.encode(value) == dumps(value)
+@both
+@given(value=values)
+@example(value=10**400)
+@example(value='\x00\x1f\x7f\u2028\ud800"\\/')
+def test_encode_writes_what_json_writes(implementation: ModuleType, value: object) -> None:
+    assert implementation.encode(value) == dumps(value)
 
 
-def test_encode_writes_an_int_subclass_as_its_number() -> None:
+@both
+def test_encode_writes_an_int_subclass_as_its_number(implementation: ModuleType) -> None:
     class Shown(int):
         def __repr__(self) -> str:
             return "Shown"
 
-    assert jsontext.encode([Shown(7)]) == dumps([Shown(7)]) == "[7]"
+    assert implementation.encode([Shown(7)]) == dumps([Shown(7)]) == "[7]"
 
 
+@both
 @pytest.mark.parametrize("value", [1.5, (1, 2), {1: "one"}, {"a": object()}])
-def test_encode_refuses_what_pipost_never_writes(value: object) -> None:
+def test_encode_refuses_what_pipost_never_writes(implementation: ModuleType, value: object) -> None:
     with pytest.raises(TypeError):
-        jsontext.encode(value)
+        implementation.encode(value)
 
 
-def test_encode_fails_like_json_for_nesting_too_deep() -> None:
+@both
+def test_encode_fails_like_json_for_nesting_too_deep(implementation: ModuleType) -> None:
     deep: list[object] = []
     for _ in range(100_000):
         deep = [deep]
     with pytest.raises(RecursionError):
         dumps(deep)
     with pytest.raises(RecursionError):
-        jsontext.encode(deep)
+        implementation.encode(deep)
 
 
 # -- decoding -----------------------------------------------------------------------
@@ -91,12 +143,16 @@ def outcome(decode: Callable[[], Any]) -> tuple[str, str]:
         return (type(error).__name__, str(error))
 
 
-def assert_decodes_like_json(text: str, pairs_hook: PairsHook, constant_hook: ConstantHook) -> None:
+def assert_decodes_like_json(
+    implementation: ModuleType, text: str, pairs_hook: PairsHook, constant_hook: ConstantHook
+) -> None:
     expected = outcome(
         lambda: json.loads(text, object_pairs_hook=pairs_hook, parse_constant=constant_hook)
     )
     actual = outcome(
-        lambda: jsontext.decode(text, object_pairs_hook=pairs_hook, parse_constant=constant_hook)
+        lambda: implementation.decode(
+            text, object_pairs_hook=pairs_hook, parse_constant=constant_hook
+        )
     )
     assert actual == expected
 
@@ -119,19 +175,20 @@ PIECES = [
 jsonish = st.lists(st.sampled_from(PIECES) | any_text, max_size=24).map("".join)
 
 
-@given(jsonish, pairs_hooks, constant_hooks)
-@example('{"a":1,"a":2}', list, None)
-@example('{"a":1,"a":2}', refuse_duplicates, None)
-@example("[NaN,-Infinity]", None, refuse_constant)
-@example("\ufeff[]", None, None)
-@example(" \t\n\r[] \r\n\t", None, None)
-@example('["tab\tin a string"]', None, None)
-@example("\x0b[]", None, None)
-@example("[]\x0c", None, None)
+@both
+@given(text=jsonish, pairs_hook=pairs_hooks, constant_hook=constant_hooks)
+@example(text='{"a":1,"a":2}', pairs_hook=list, constant_hook=None)
+@example(text='{"a":1,"a":2}', pairs_hook=refuse_duplicates, constant_hook=None)
+@example(text="[NaN,-Infinity]", pairs_hook=None, constant_hook=refuse_constant)
+@example(text="\ufeff[]", pairs_hook=None, constant_hook=None)
+@example(text=" \t\n\r[] \r\n\t", pairs_hook=None, constant_hook=None)
+@example(text='["tab\tin a string"]', pairs_hook=None, constant_hook=None)
+@example(text="\x0b[]", pairs_hook=None, constant_hook=None)
+@example(text="[]\x0c", pairs_hook=None, constant_hook=None)
 def test_decode_reads_or_refuses_any_text_as_json_does(
-    text: str, pairs_hook: PairsHook, constant_hook: ConstantHook
+    implementation: ModuleType, text: str, pairs_hook: PairsHook, constant_hook: ConstantHook
 ) -> None:
-    assert_decodes_like_json(text, pairs_hook, constant_hook)
+    assert_decodes_like_json(implementation, text, pairs_hook, constant_hook)
 
 
 spaces = st.text(" \t\n\r\x0b\x0c\xa0", max_size=4)
@@ -151,8 +208,10 @@ layouts = st.sampled_from(
 )
 
 
+@both
 @given(json_values, layouts, spaces, spaces, pairs_hooks, constant_hooks)
 def test_decode_reads_json_text_in_any_layout_as_json_does(
+    implementation: ModuleType,
     value: object,
     layout: dict[str, Any],
     before: str,
@@ -161,21 +220,23 @@ def test_decode_reads_json_text_in_any_layout_as_json_does(
     constant_hook: ConstantHook,
 ) -> None:
     assert_decodes_like_json(
-        before + json.dumps(value, **layout) + after, pairs_hook, constant_hook
+        implementation, before + json.dumps(value, **layout) + after, pairs_hook, constant_hook
     )
 
 
-@given(values)
-def test_decode_reads_back_what_encode_writes(value: object) -> None:
-    assert repr(jsontext.decode(jsontext.encode(value))) == repr(value)
+@both
+@given(value=values)
+def test_decode_reads_back_what_encode_writes(implementation: ModuleType, value: object) -> None:
+    assert repr(implementation.decode(implementation.encode(value))) == repr(value)
 
 
+@both
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000])
-def test_decode_fails_like_json_for_nesting_too_deep(text: str) -> None:
+def test_decode_fails_like_json_for_nesting_too_deep(implementation: ModuleType, text: str) -> None:
     with pytest.raises(RecursionError):
         json.loads(text)
     with pytest.raises(RecursionError):
-        jsontext.decode(text)
+        implementation.decode(text)
 
 
 # -- the import cost ----------------------------------------------------------------

@@ -3,6 +3,8 @@ honest (INV-15), garbage is skipped, and messages outrank tidiness (INV-17)."""
 
 from __future__ import annotations
 
+import calendar
+import ctypes
 import fcntl
 import itertools
 import json
@@ -12,8 +14,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,8 +188,26 @@ def test_os_process_table_knows_this_process() -> None:
         assert token.isdigit()
 
 
+def sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+@contextmanager
+def ended_not_reaped() -> Iterator[int]:
+    """The pid of a child that has ended and that nobody has waited for yet: a zombie."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while not ps_state(child.pid).startswith("Z"):  # os.waitid is not on every system
+            assert time.monotonic() < deadline, "the child never ended"
+            time.sleep(0.01)
+        yield child.pid
+    finally:
+        child.wait(timeout=60)
+
+
 def test_os_process_table_knows_a_dead_process_is_gone() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = sleeper()
     try:
         assert OsProcessTable().start_token(child.pid) is not None
     finally:
@@ -197,21 +219,175 @@ def test_os_process_table_knows_a_dead_process_is_gone() -> None:
 def test_os_process_table_takes_an_ended_process_not_yet_reaped_for_gone() -> None:
     """A listener killed whose parent has not waited for it yet (or whose init does not
     reap) is a zombie: its pid and start time are still there, its session is not."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    try:
-        stat_path = Path(f"/proc/{child.pid}/stat")
-        deadline = time.monotonic() + 30
-        while stat_path.read_bytes().rsplit(b") ", 1)[1][:1] != b"Z":
-            assert time.monotonic() < deadline, "the child never ended"
-            time.sleep(0.01)
-        assert OsProcessTable().start_token(child.pid) is None
-    finally:
-        child.wait(timeout=60)
+    with ended_not_reaped() as pid:
+        assert OsProcessTable().start_token(pid) is None
 
 
 def test_os_process_table_refuses_pids_that_name_no_single_process() -> None:
     assert OsProcessTable().start_token(0) is None
     assert OsProcessTable().start_token(-1) is None
+
+
+def ps_state(pid: int) -> str:
+    return ps(pid, "stat=")
+
+
+def ps(pid: int, field: str) -> str:
+    """What ps shows of the process (procps on Linux, the system's own ps elsewhere),
+    in the C locale and UTC: a reading that pipost's table does not share."""
+    return subprocess.run(
+        ["ps", "-o", field, "-p", str(pid)],
+        env={"LC_ALL": "C", "TZ": "UTC0", "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def ps_start_seconds(pid: int) -> int:
+    """When ps says the process started, in seconds since the epoch."""
+    shown = ps(pid, "lstart=")
+    return calendar.timegm(time.strptime(" ".join(shown.split()), "%a %b %d %H:%M:%S %Y"))
+
+
+def token_seconds(token: str) -> int:
+    """A start token of this system's table, in seconds since the epoch."""
+    if sys.platform.startswith("linux"):  # clock ticks after boot
+        stat_lines = Path("/proc/stat").read_text().splitlines()
+        boot = next(int(line.split()[1]) for line in stat_lines if line.startswith("btime "))
+        return boot + int(token) // os.sysconf("SC_CLK_TCK")
+    if sys.platform == "darwin":  # microseconds
+        return int(token[:-6])
+    return calendar.timegm(time.strptime(token, "%Y%m%d%H%M%S"))
+
+
+def test_the_start_time_the_table_reads_is_the_one_ps_shows() -> None:
+    """Issue 16: the start time is read from a real process, and checked against what
+    ps shows of it: a wrong field of /proc/<pid>/stat (or a wrong offset in macOS's
+    kinfo_proc) names another instant, or none."""
+    child = sleeper()
+    try:
+        token = OsProcessTable().start_token(child.pid)
+        assert token
+        assert token_seconds(token) == ps_start_seconds(child.pid)
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+
+
+# -- macOS: the kernel's kinfo_proc, through sysctl(3) -----------------------------------
+
+KINFO_PROC_SIZE = 648
+SRUN, SZOMB = 2, 5
+
+
+class KinfoProcs:
+    """sysctl(3) as macOS answers {CTL_KERN, KERN_PROC, KERN_PROC_PID, pid}: that
+    process's struct kinfo_proc (p_starttime first, p_stat at byte 36, p_pid at
+    40), or nothing for a pid with no process. The processes are the test's: pid ->
+    (start seconds, microseconds, p_stat). Any other name is refused, as the kernel
+    refuses a name it does not know."""
+
+    def __init__(self) -> None:
+        self.processes: dict[int, tuple[int, int, int]] = {}
+
+    def __call__(
+        self, name: Any, length: int, info: Any, size: Any, new: Any, new_size: int
+    ) -> int:
+        asked = list(name)[:length]
+        if length != 4 or asked[:3] != [1, 14, 1] or new is not None or new_size != 0:
+            return -1
+        pid = asked[3]
+        if pid not in self.processes:
+            size.contents.value = 0
+            return 0
+        if size.contents.value < KINFO_PROC_SIZE:
+            return -1  # ENOMEM
+        seconds, microseconds, state = self.processes[pid]
+        kinfo = bytearray(b"\xa5" * KINFO_PROC_SIZE)  # what is not read is not zero either
+        kinfo[0:8] = seconds.to_bytes(8, sys.byteorder, signed=True)
+        kinfo[8:12] = microseconds.to_bytes(4, sys.byteorder, signed=True)
+        kinfo[36] = state
+        kinfo[40:44] = pid.to_bytes(4, sys.byteorder, signed=True)
+        ctypes.memmove(info, bytes(kinfo), KINFO_PROC_SIZE)
+        size.contents.value = KINFO_PROC_SIZE
+        return 0
+
+
+@pytest.fixture
+def macos(monkeypatch: pytest.MonkeyPatch) -> KinfoProcs:
+    """This machine as macOS: no /proc, and the kernel's process table through sysctl."""
+    kernel = KinfoProcs()
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(registry, "_sysctl", lambda: kernel)
+    return kernel
+
+
+def test_on_macos_the_start_token_is_the_start_time_the_kernel_gives(macos: KinfoProcs) -> None:
+    macos.processes[os.getpid()] = (1796078534, 257, SRUN)
+    assert OsProcessTable().start_token(os.getpid()) == "1796078534000257"
+
+
+def test_on_macos_a_recycled_pid_is_told_apart(macos: KinfoProcs) -> None:
+    macos.processes[os.getpid()] = (1796078534, 257_000, SRUN)
+    token = OsProcessTable().start_token(os.getpid())
+    record = make_record("sess-recycled", "/x", pid=os.getpid(), pid_start=token)
+    assert session.presence(record, NOW, OsProcessTable()) is Presence.LIVE
+
+    macos.processes[os.getpid()] = (1796078534, 257_001, SRUN)  # the pid, taken again
+    assert session.presence(record, NOW, OsProcessTable()) is Presence.OFFLINE
+
+
+@pytest.mark.parametrize(
+    "process", [(1796078534, 257, SZOMB), None], ids=["not yet reaped", "ended since"]
+)
+def test_on_macos_an_ended_process_is_gone(
+    macos: KinfoProcs, process: tuple[int, int, int] | None
+) -> None:
+    if process is not None:
+        macos.processes[os.getpid()] = process
+    assert OsProcessTable().start_token(os.getpid()) is None
+
+
+def test_on_macos_a_kernel_that_does_not_answer_leaves_the_start_unknown(
+    macos: KinfoProcs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "_sysctl", lambda: lambda *arguments: -1)
+    assert OsProcessTable().start_token(os.getpid()) == ""
+
+
+# -- the BSDs: ps ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bsd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine as one of the BSDs: the start time is asked of ps (the real one)."""
+    monkeypatch.setattr(sys, "platform", "freebsd14")
+
+
+def test_elsewhere_the_start_token_is_the_second_ps_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    child = sleeper()
+    try:
+        native = OsProcessTable().start_token(child.pid)
+        assert native
+        started = time.gmtime(token_seconds(native))  # this system's own reading
+        monkeypatch.setattr(sys, "platform", "freebsd14")
+        assert OsProcessTable().start_token(child.pid) == time.strftime("%Y%m%d%H%M%S", started)
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+
+
+def test_elsewhere_ps_takes_an_ended_process_not_yet_reaped_for_gone(bsd: None) -> None:
+    with ended_not_reaped() as pid:
+        assert OsProcessTable().start_token(pid) is None
+
+
+def test_elsewhere_a_ps_that_cannot_run_leaves_the_start_unknown(
+    bsd: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "_PS", ("/nonexistent/ps", "-p"))
+    assert OsProcessTable().start_token(os.getpid()) == ""
 
 
 def test_a_record_of_this_process_is_live(root: Path) -> None:

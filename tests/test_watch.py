@@ -1,6 +1,10 @@
 """The folder watch: a letter renamed into the mailbox ends the wait at once (kernel
-events on Linux), wake() ends it from anywhere, and without events only the
-timeout does, which is why the host polls as well (SPEC 3; INV-23).
+events: inotify on Linux, kqueue on macOS and the BSDs), wake() ends it from
+anywhere, and without events only the timeout does, which is why the host polls as
+well (SPEC 3; INV-23).
+
+Each test that needs kernel events runs twice: with this system's watch, and with
+kqueue, which on Linux is the double below (DESIGN §14 says what it cannot show).
 
 No timing is asserted: each wait runs in a thread with a timeout far longer than
 the test may take, and the test asserts that the thread has finished.
@@ -8,10 +12,15 @@ the test may take, and the test asserts that the thread has finished.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import select
+import stat
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -21,6 +30,107 @@ from pipost.watch import FolderWatch
 NEVER_S = 30.0
 """A wait this long would outlast the test: a wait that ended was ended by something."""
 JOIN_S = 10.0
+
+
+# -- kqueue where the system has none: a double on inotify ------------------------------
+
+KQUEUE_CONSTANTS = {
+    "KQ_FILTER_VNODE": -4,
+    "KQ_EV_ADD": 0x0001,
+    "KQ_EV_CLEAR": 0x0020,
+    "KQ_NOTE_DELETE": 0x0001,
+    "KQ_NOTE_WRITE": 0x0002,
+    "KQ_NOTE_RENAME": 0x0020,
+}
+"""select's names for macOS's <sys/event.h> values."""
+
+IN_NONBLOCK_CLOEXEC = 0o4000 | 0o2000000
+NOTES_AS_INOTIFY = {
+    0x0002: 0x100 | 0x200 | 0x40 | 0x80,  # NOTE_WRITE: IN_CREATE, DELETE, MOVED_FROM, MOVED_TO
+    0x0001: 0x400,  # NOTE_DELETE: IN_DELETE_SELF
+    0x0020: 0x800,  # NOTE_RENAME: IN_MOVE_SELF
+}
+"""What a folder's vnode notes are on Linux: NOTE_WRITE is any change of its entries."""
+
+
+@dataclass(frozen=True)
+class Kevent:
+    """select.kevent: the fields pipost fills in."""
+
+    ident: int
+    filter: int
+    flags: int
+    fflags: int
+
+
+class KqueueOnInotify:
+    """select.kqueue() as macOS gives it, for what a kqueue watch asks of it: vnode
+    events on a folder descriptor, edge-triggered (EV_CLEAR), the queue readable
+    while one waits. inotify, on the folder the descriptor names, stands in for the
+    kernel, so real renames and unlinks fire the events. Anything else pipost might
+    ask is refused, so a watch that asks it fails its test."""
+
+    made: ClassVar[list[KqueueOnInotify]] = []
+
+    def __init__(self) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._fd = int(self._libc.inotify_init1(IN_NONBLOCK_CLOEXEC))
+        assert self._fd >= 0
+        self._events: list[Kevent] = []
+        self.closed = False
+        KqueueOnInotify.made.append(self)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def control(self, changes: list[Kevent] | None, max_events: int, timeout: Any = None) -> Any:
+        for change in changes or []:
+            self._add(change)
+        if max_events == 0:
+            return []
+        if timeout is None or timeout > 0:
+            select.select([self._fd], [], [], timeout)
+        try:
+            fired = len(os.read(self._fd, 65536)) > 0
+        except BlockingIOError:
+            fired = False
+        # One event per registration at most, as kqueue folds a knote's changes; its
+        # notes are the ones asked for (a watch reads none of them).
+        return self._events[:max_events] if fired else []
+
+    def _add(self, change: Kevent) -> None:
+        assert change.filter == KQUEUE_CONSTANTS["KQ_FILTER_VNODE"], change
+        add, clear = KQUEUE_CONSTANTS["KQ_EV_ADD"], KQUEUE_CONSTANTS["KQ_EV_CLEAR"]
+        assert change.flags == add | clear, "only edge-triggered additions are modelled"
+        assert stat.S_ISDIR(os.fstat(change.ident).st_mode), "only folders are watched"
+        mask = 0
+        for note, inotify_mask in NOTES_AS_INOTIFY.items():
+            if change.fflags & note:
+                mask |= inotify_mask
+        assert mask and not change.fflags & ~sum(NOTES_AS_INOTIFY), change
+        folder = os.readlink(f"/proc/self/fd/{change.ident}")
+        assert self._libc.inotify_add_watch(self._fd, os.fsencode(folder), mask) >= 0
+        self._events.append(change)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        self.closed = True
+
+
+@pytest.fixture(params=["this system's watch", "kqueue"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Which kernel watch the test drives: kqueue is the double where the system has none."""
+    double = request.param == "kqueue" and not hasattr(select, "kqueue")
+    if double:
+        monkeypatch.setattr(KqueueOnInotify, "made", [])
+        monkeypatch.setattr(select, "kqueue", KqueueOnInotify, raising=False)
+        monkeypatch.setattr(select, "kevent", Kevent, raising=False)
+        for name, value in KQUEUE_CONSTANTS.items():
+            monkeypatch.setattr(select, name, value, raising=False)
+    yield str(request.param)
+    if double:
+        assert KqueueOnInotify.made, "the watch never asked for a kqueue"
 
 
 @pytest.fixture
@@ -53,7 +163,7 @@ def deposit_by_rename(folder: Path, name: str) -> None:
 
 
 def test_a_letter_renamed_into_the_folder_ends_the_wait(
-    folder: Path, watches: list[FolderWatch]
+    kernel: str, folder: Path, watches: list[FolderWatch]
 ) -> None:
     watch = FolderWatch(folder)
     watches.append(watch)
@@ -66,7 +176,9 @@ def test_a_letter_renamed_into_the_folder_ends_the_wait(
     assert not thread.is_alive()
 
 
-def test_an_event_before_the_wait_is_not_missed(folder: Path, watches: list[FolderWatch]) -> None:
+def test_an_event_before_the_wait_is_not_missed(
+    kernel: str, folder: Path, watches: list[FolderWatch]
+) -> None:
     watch = FolderWatch(folder)
     watches.append(watch)
     deposit_by_rename(folder, "0001796078534257-00000002.json")
@@ -77,7 +189,9 @@ def test_an_event_before_the_wait_is_not_missed(folder: Path, watches: list[Fold
     assert not thread.is_alive()
 
 
-def test_a_file_written_in_place_ends_the_wait(folder: Path, watches: list[FolderWatch]) -> None:
+def test_a_file_written_in_place_ends_the_wait(
+    kernel: str, folder: Path, watches: list[FolderWatch]
+) -> None:
     watch = FolderWatch(folder)
     watches.append(watch)
 
@@ -89,7 +203,7 @@ def test_a_file_written_in_place_ends_the_wait(folder: Path, watches: list[Folde
 
 
 def test_an_event_is_consumed_by_the_wait_that_saw_it(
-    folder: Path, watches: list[FolderWatch]
+    kernel: str, folder: Path, watches: list[FolderWatch]
 ) -> None:
     watch = FolderWatch(folder)
     watches.append(watch)
@@ -104,11 +218,10 @@ def test_an_event_is_consumed_by_the_wait_that_saw_it(
     assert not thread.is_alive()
 
 
-@pytest.mark.parametrize("kernel_events", [True, False])
-def test_wake_ends_the_wait(folder: Path, watches: list[FolderWatch], kernel_events: bool) -> None:
-    watch = FolderWatch(folder, kernel_events=kernel_events)
+def test_wake_ends_the_wait(kernel: str, folder: Path, watches: list[FolderWatch]) -> None:
+    watch = FolderWatch(folder)
     watches.append(watch)
-    assert watch.uses_kernel_events is kernel_events
+    assert watch.uses_kernel_events
 
     thread = waiting(watch)
     watch.wake()
@@ -135,7 +248,7 @@ def test_without_kernel_events_a_letter_does_not_end_the_wait(
 
 
 def test_a_short_timeout_ends_a_wait_that_nothing_else_ends(
-    folder: Path, watches: list[FolderWatch]
+    kernel: str, folder: Path, watches: list[FolderWatch]
 ) -> None:
     watch = FolderWatch(folder)
     watches.append(watch)
@@ -162,12 +275,8 @@ def test_many_wakes_never_block_the_waker(folder: Path, watches: list[FolderWatc
 # -- waiting for a receipt: the letter's removal -------------------------------------------
 
 
-@pytest.mark.parametrize("kernel_events", [True, False])
-def test_wait_gone_returns_when_the_letter_is_removed(
-    folder: Path, kernel_events: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not kernel_events:  # a system without inotify: the wait polls instead
-        monkeypatch.setattr(watch, "_inotify_watch", lambda folder, mask: None)
+def wait_gone_while_removed(folder: Path) -> list[bool]:
+    """What wait_gone said when the letter it waits on was removed under it."""
     letter = folder / "0000000000001-00000000.json"
     letter.write_bytes(b"{}")
     started = threading.Event()
@@ -183,11 +292,54 @@ def test_wait_gone_returns_when_the_letter_is_removed(
     os.unlink(letter)
     waiter.join(JOIN_S)
     assert not waiter.is_alive()
-    assert outcome == [True]
+    return outcome
 
 
-def test_wait_gone_reports_a_letter_that_stays(folder: Path) -> None:
+def test_wait_gone_returns_when_the_letter_is_removed(kernel: str, folder: Path) -> None:
+    assert wait_gone_while_removed(folder) == [True]
+
+
+def test_wait_gone_polls_where_the_kernel_cannot_tell(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "_kernel_watch", lambda folder, mask, notes: None)
+    assert wait_gone_while_removed(folder) == [True]
+
+
+def test_wait_gone_reports_a_letter_that_stays(kernel: str, folder: Path) -> None:
     letter = folder / "0000000000001-00000000.json"
     letter.write_bytes(b"{}")
     assert watch.wait_gone(letter, 0.05) is False
     assert watch.wait_gone(folder / "never-there.json", NEVER_S) is True
+
+
+# -- kqueue's own descriptors --------------------------------------------------------------
+
+
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/dev/fd"))  # Linux and macOS alike
+
+
+@pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
+def test_a_kqueue_watch_leaves_no_descriptor_open(kernel: str, folder: Path) -> None:
+    before = open_descriptors()
+    made = FolderWatch(folder)
+    assert made.uses_kernel_events
+    made.close()
+    assert watch.wait_gone(folder / "0000000000001-00000000.json", NEVER_S)
+    assert open_descriptors() == before
+
+
+@pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
+def test_a_kqueue_watch_is_not_set_through_a_symlink(
+    kernel: str, folder: Path, tmp_path: Path
+) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    watched, through_link = FolderWatch(folder), FolderWatch(link)
+    try:
+        assert watched.uses_kernel_events
+        assert not through_link.uses_kernel_events  # the host's poll still finds the mail
+    finally:
+        watched.close()
+        through_link.close()

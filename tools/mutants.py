@@ -423,6 +423,24 @@ FAULTS: tuple[Fault, ...] = (
         ),
     ),
     Fault(
+        "the start time read from the wrong field of /proc/<pid>/stat (issue 16)",
+        _one(
+            "registry.py",
+            'return fields[19].decode() if len(fields) > 19 else ""',
+            'return fields[18].decode() if len(fields) > 19 else ""',
+        ),
+        (tests(REGISTRY_TESTS, "test_the_start_time_the_table_reads_is_the_one_ps_shows"),),
+    ),
+    Fault(
+        "the kqueue watch asks for the folder's removal, not for changes of its entries",
+        _one(
+            "watch.py",
+            '_NEW_LETTERS = (_IN_MOVED_TO | _IN_CLOSE_WRITE, ("KQ_NOTE_WRITE",))',
+            '_NEW_LETTERS = (_IN_MOVED_TO | _IN_CLOSE_WRITE, ("KQ_NOTE_DELETE",))',
+        ),
+        (tests("test_watch.py", "test_a_letter_renamed_into_the_folder_ends_the_wait[kqueue]"),),
+    ),
+    Fault(
         "shutdown deletes the record",
         _one(
             "registry.py",

@@ -222,10 +222,18 @@ def _message(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
     facets |= _constants("message")
     for name, given in inputs.get("parse", {}).items():
         raw, file_name = file_bytes(given)
-        facets[f"parse:{name}"] = _case(given, _read_letter(message.parse(raw, file_name)))
+        facets[f"parse:{name}"] = _case(given, _parsed_letter, raw, file_name)
     for name, given in inputs.get("encode", {}).items():
-        facets[f"encode:{name}"] = _case(given, _shorten(message.encode(_letter(given)).decode()))
+        facets[f"encode:{name}"] = _case(given, _encoded_letter, given)
     return facets
+
+
+def _parsed_letter(raw: bytes, file_name: str | None) -> Json:
+    return _read_letter(message.parse(raw, file_name))
+
+
+def _encoded_letter(given: Json) -> Json:
+    return _shorten(message.encode(_letter(given)).decode())
 
 
 def _read_letter(read: message.Message | message.Rejected) -> Json:
@@ -281,12 +289,19 @@ def _record(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
     facets |= _constants("record")
     for name, given in inputs.get("parse", {}).items():
         raw, file_name = file_bytes(given)
-        facets[f"parse:{name}"] = _case(given, _read_record(session.parse(raw, file_name)))
+        facets[f"parse:{name}"] = _case(given, _parsed_record, raw, file_name)
     for name, given in inputs.get("encode", {}).items():
         assert isinstance(given, dict) and isinstance(given["record"], dict)
-        record = session.Record(**given["record"])  # type: ignore[arg-type]
-        facets[f"encode:{name}"] = _case(given, _shorten(session.encode(record).decode()))
+        facets[f"encode:{name}"] = _case(given, _encoded_record, given["record"])
     return facets
+
+
+def _parsed_record(raw: bytes, file_name: str | None) -> Json:
+    return _read_record(session.parse(raw, file_name))
+
+
+def _encoded_record(fields: dict[str, Any]) -> Json:
+    return _shorten(session.encode(session.Record(**fields)).decode())
 
 
 def _read_record(read: session.Record | message.Rejected) -> Json:
@@ -303,7 +318,7 @@ def _address(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
     facets: Content = {"pattern:address": ADDRESS_PATTERN}
     for name, given in inputs.get("derive", {}).items():
         assert isinstance(given, str)
-        facets[f"derive:{name}"] = _case(given, address_of(given))
+        facets[f"derive:{name}"] = _case(given, address_of, given)
     return facets
 
 
@@ -427,7 +442,10 @@ class _Exchange:
             for step, action in steps:
                 taken: list[str] = []
                 with _recording(root, taken, renames):
-                    action()
+                    try:
+                        action()
+                    except Exception as error:  # the step's locks so far, and how it ended
+                        taken.append(f"raised {type(error).__name__}")
                 locks[step] = taken
         return cls(locks, renames)
 
@@ -501,7 +519,7 @@ def _cli(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
     and statuses are the contract; the wording of errors is a SHOULD)."""
     facets: Content = {}
     for name, given in inputs.get("output", {}).items():
-        facets[f"output:{name}"] = _case(given, _run_cli(given))
+        facets[f"output:{name}"] = _case(given, _run_cli, given)
     return facets
 
 
@@ -570,7 +588,13 @@ _GATHERERS: Final[dict[str, Callable[[Mapping[str, Mapping[str, Json]]], Content
 }
 
 
-def _case(given: Json, result: Json) -> Json:
+def _case(given: Json, outcome: Callable[..., Json], *args: Any) -> Json:
+    """A corpus case: its input and what came of it. An exception is an outcome too (the
+    parser must never raise): the gate names the case instead of crashing."""
+    try:
+        result = outcome(*args)
+    except Exception as error:
+        result = {"raised": type(error).__name__}
     return {"input": given, "result": result}
 
 
@@ -690,8 +714,8 @@ def old_mail(pins: Pins) -> list[str]:
     """Every file an earlier pinned version accepted that this parser no longer reads
     as it did: a bump must never strand the mail still queued."""
     readers: dict[str, Callable[[bytes, str | None], Json]] = {
-        "message": lambda raw, name: _read_letter(message.parse(raw, name)),
-        "record": lambda raw, name: _read_record(session.parse(raw, name)),
+        "message": _parsed_letter,
+        "record": _parsed_record,
     }
     problems = []
     for part, read in readers.items():

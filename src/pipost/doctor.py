@@ -218,7 +218,8 @@ class Facts(Value):
     uid: Final[int]
     now: Final[int]
     linux: Final[bool]
-    """Where inotify and /proc are to be expected, so their absence is a fault."""
+    """Where inotify and /proc are to be expected, so their absence is a fault; the
+    kernel watch elsewhere is kqueue (watch.py)."""
     folders: Final[tuple[FolderFacts, ...]]
     """The folders looked at; one that was not reached (below a folder that was
     missing or unusable) is not among them."""
@@ -383,7 +384,8 @@ def check_kernel_watch(facts: Facts) -> list[Finding]:
             Finding(
                 "kernel-watch-ok",
                 OK,
-                "the kernel watch (inotify) works: mail enters a listening session as it arrives",
+                f"the kernel watch ({'inotify' if facts.linux else 'kqueue'}) works: "
+                "mail enters a listening session as it arrives",
             )
         ]
     polling = f"listening sessions look for mail every {POLL_S:g} s instead"

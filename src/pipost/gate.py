@@ -38,6 +38,8 @@ from pipost.compatibility import (
     Pins,
     Verdict,
 )
+from pipost.format import visible
+from pipost.value import Value
 
 USAGE: Final = """\
 usage: pi-post contract [--against REV|auto] [--format text|json|github] [--tree DIR]
@@ -133,8 +135,13 @@ def pins_at(tree: Path, revision: str) -> tuple[Pins | None, str | None]:
 # -- the report -----------------------------------------------------------------------
 
 
-class Problem:
+class Problem(Value):
     """Something wrong beyond a part's findings, and where to look."""
+
+    __slots__ = ("rule", "text", "where")
+    rule: Final[str]
+    text: Final[str]
+    where: Final[tuple[str, int] | None]
 
     def __init__(self, rule: str, text: str, where: tuple[str, int] | None = None) -> None:
         self.rule = rule
@@ -164,7 +171,10 @@ class Report:
         if self.cannot_run is not None:
             return "cannot-run"
         if self.exit_status:
-            return "breaking"
+            only_unpinned = not self.problems and all(
+                v.state in (UNCHANGED, COMPATIBLE, UNPINNED) for v in self.verdicts
+            )
+            return "unpinned" if only_unpinned else "breaking"
         if any(v.state == COMPATIBLE for v in self.verdicts):
             return "compatible"
         return "unchanged"
@@ -311,8 +321,24 @@ def fixes(verdict: Verdict) -> list[str]:
 
 
 def _short(value: Json, limit: int = 240) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = visible(json.dumps(value, ensure_ascii=False, sort_keys=True))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shown(finding: Finding) -> list[tuple[str, str]]:
+    """What changed, as lines: a corpus case shows its input once and its results."""
+    values = [v for v in (finding.before, finding.after) if v is not None]
+    if not all(isinstance(v, dict) and "input" in v for v in values):
+        pairs = [("was ", finding.before), ("now ", finding.after)]
+        return [(label, _short(value)) for label, value in pairs if value is not None]
+    first = values[0]
+    assert isinstance(first, dict)
+    rows = [("case", _short(first["input"]))]
+    for label, value in (("was ", finding.before), ("now ", finding.after)):
+        if isinstance(value, dict):
+            result = value["result"]
+            rows.append((label, visible(result) if isinstance(result, str) else _short(result)))
+    return rows
 
 
 def _state_line(verdict: Verdict) -> str:
@@ -345,23 +371,23 @@ def print_text(report: Report, tree: Path, out: TextIO) -> None:
             out.write(
                 f"\n{finding.rule} ({grade}): {finding.part} {finding.facet} {finding.change}\n"
             )
-            if finding.before is not None:
-                out.write(f"  was: {_short(finding.before)}\n")
-            if finding.after is not None:
-                out.write(f"  now: {_short(finding.after)}\n")
-            out.write(f"  at:  {path}:{line}\n")
+            out.writelines(f"  {label}: {text}\n" for label, text in _shown(finding))
+            out.write(f"  at:   {path}:{line}\n")
         commands = fixes(verdict)
         if commands:
             out.write(f"\n{verdict.part}: to resolve\n")
             out.writelines(f"  {command}\n" for command in commands)
     for problem in report.problems:
         out.write(f"\n{problem.rule}: {problem.text}\n")
-    said = {
-        "unchanged": "unchanged",
-        "compatible": "compatible changes only",
-        "breaking": "the contract breaks its pins",
-    }
-    out.write(f"\nverdict: {said[report.verdict]} (exit {report.exit_status})\n")
+    out.write(f"\nverdict: {_VERDICTS[report.verdict]} (exit {report.exit_status})\n")
+
+
+_VERDICTS: Final = {
+    "unchanged": "unchanged",
+    "compatible": "compatible changes only",
+    "unpinned": "a version is not pinned yet",
+    "breaking": "the contract breaks its pins",
+}
 
 
 def report_data(report: Report, tree: Path) -> dict[str, Json]:

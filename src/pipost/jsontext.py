@@ -2,7 +2,8 @@
 
 ``json`` imports ``re`` (for its decoder and its number scanner), which costs a
 hook-run ``send`` more than the send itself. The C accelerator ``_json`` that
-``json`` is built on needs no ``re``: this module drives it directly.
+``json`` is built on needs no ``re``: this module drives it directly. Where there
+is no ``_json`` (PyPy), it uses ``json`` itself, and pays for ``re``.
 
 :func:`encode` writes what ``json.dumps(value, ensure_ascii=False,
 separators=(",", ":"))`` writes, for the values pipost writes (dicts with string
@@ -12,7 +13,14 @@ keys, lists, strings, ints, booleans and None). :func:`decode` reads what
 
 from __future__ import annotations
 
-from _json import encode_basestring, make_scanner
+try:
+    from _json import encode_basestring, make_scanner
+
+    _ACCELERATED = True
+except ImportError:  # no C accelerator: json's own scanner and encoder, in Python
+    from json.encoder import encode_basestring
+
+    _ACCELERATED = False
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,8 +124,17 @@ def _scanner(
     key = (object_pairs_hook, parse_constant)
     scan = _scanners.get(key)
     if scan is None:
-        # typeshed asks for a scanner, though _json reads only the attributes.
-        scan = make_scanner(_Context(object_pairs_hook, parse_constant))  # type: ignore[arg-type]
+        if _ACCELERATED:
+            # typeshed asks for a scanner, though _json reads only the attributes.
+            context = _Context(object_pairs_hook, parse_constant)
+            scan = make_scanner(context)  # type: ignore[arg-type]
+        else:
+            from json import JSONDecoder
+
+            decoder = JSONDecoder(
+                object_pairs_hook=object_pairs_hook, parse_constant=parse_constant
+            )
+            scan = decoder.raw_decode  # the scanner, its StopIteration said as a JSONDecodeError
         _scanners[key] = scan
     return scan
 

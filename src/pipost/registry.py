@@ -12,6 +12,7 @@ a record asks it.
 from __future__ import annotations
 
 import os
+import sys
 
 from pipost import files
 from pipost.address import address_of, checked, default_name, is_address
@@ -19,11 +20,14 @@ from pipost.session import RECORD_READ_LIMIT, Record, encode, parse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pipost.files import Folder, StrPath
 
 
 class OsProcessTable:
-    """The machine's processes; start tokens from /proc where it exists."""
+    """The machine's processes, and when each one started: from /proc on Linux, from
+    the kernel's process table (sysctl) on macOS, from ps elsewhere (the BSDs)."""
 
     def start_token(self, pid: int) -> str | None:
         if pid <= 0:
@@ -34,17 +38,110 @@ class OsProcessTable:
             return None
         except PermissionError:
             pass  # exists, owned by someone else
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat_file:
-                raw = stat_file.read()
-        except OSError:
-            return ""
-        # Fields count from after the parenthesised command name, which may itself
-        # hold spaces and parentheses: field 3 is the state, 22 the start time.
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if fields and fields[0] in (b"Z", b"X"):
-            return None  # ended, waiting to be reaped: it will never beat again
-        return fields[19].decode() if len(fields) > 19 else ""
+        if sys.platform.startswith("linux"):
+            return _proc_start(pid)
+        if sys.platform == "darwin":
+            return _sysctl_start(pid)
+        return _ps_start(pid)
+
+
+# A process that has ended and waits to be reaped (a zombie) is gone: it will never
+# beat again. Each reader below says None for one.
+
+
+def _proc_start(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat: clock ticks from boot to the start (SPEC 2)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            raw = stat_file.read()
+    except OSError:
+        return ""
+    # Fields count from after the parenthesised command name, which may itself
+    # hold spaces and parentheses: field 3 is the state, 22 the start time.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if fields and fields[0] in (b"Z", b"X"):
+        return None
+    return fields[19].decode() if len(fields) > 19 else ""
+
+
+_KERN_PROC_PID = (1, 14, 1)
+"""CTL_KERN, KERN_PROC, KERN_PROC_PID: the sysctl name of one process's kinfo_proc."""
+_KINFO_PROC_SIZE = 648
+"""sizeof(struct kinfo_proc) on 64-bit macOS; another size is a layout not read here."""
+_SZOMB = 5
+"""p_stat of a zombie (<sys/proc.h>)."""
+
+
+def _sysctl_start(pid: int) -> str | None:
+    """kp_proc.p_starttime of the process's kinfo_proc (macOS), in microseconds since
+    the epoch, as decimal digits. The struct starts with it (a timeval: tv_sec, 8
+    bytes, then tv_usec, 4); p_stat is at byte 36 and p_pid at byte 40."""
+    import ctypes  # only here: a send that asks no start time never loads it
+
+    name = (ctypes.c_int * 4)(*_KERN_PROC_PID, pid)
+    info = ctypes.create_string_buffer(_KINFO_PROC_SIZE)
+    size = ctypes.c_size_t(_KINFO_PROC_SIZE)
+    if _sysctl()(name, 4, info, ctypes.pointer(size), None, 0) != 0:
+        return ""
+    if size.value == 0:
+        return None  # ended since os.kill saw it
+    raw = info.raw
+    if size.value != _KINFO_PROC_SIZE or _native_int(raw[40:44]) != pid:
+        return ""
+    if raw[36] == _SZOMB:
+        return None
+    return f"{_native_int(raw[0:8])}{_native_int(raw[8:12]):06d}"
+
+
+def _native_int(raw: bytes) -> int:
+    return int.from_bytes(raw, sys.byteorder, signed=True)
+
+
+def _sysctl() -> Any:
+    """sysctl(3) of the running program's libc, its arguments typed as the C
+    declaration has them."""
+    import ctypes
+
+    call = ctypes.CDLL(None, use_errno=True).sysctl
+    call.argtypes = (
+        ctypes.c_void_p,  # int *name
+        ctypes.c_uint,  # u_int namelen
+        ctypes.c_void_p,  # void *oldp
+        ctypes.POINTER(ctypes.c_size_t),  # size_t *oldlenp
+        ctypes.c_void_p,  # void *newp
+        ctypes.c_size_t,  # size_t newlen
+    )
+    call.restype = ctypes.c_int
+    return call
+
+
+_PS = ("ps", "-o", "stat=", "-o", "lstart=", "-p")
+"""ps's state and start time of a pid, without a header; the BSDs' ps and procps
+alike print the start as C's ctime does ("Tue Dec  1 14:22:12 2026")."""
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _ps_start(pid: int) -> str | None:
+    """The start time ps reads, in UTC, as the digits YYYYMMDDhhmmss; to the second,
+    which tells a reused pid apart unless its first process lived less than one."""
+    import subprocess  # only here: Linux and macOS never run ps
+
+    # The C locale and UTC, so that every reader of the record writes the same token.
+    settings = {"LC_ALL": "C", "TZ": "UTC0", "PATH": "/bin:/usr/bin"}
+    try:
+        ran = subprocess.run(
+            [*_PS, str(pid)], env=settings, capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    words = ran.stdout.decode("ascii", "replace").split()
+    if ran.returncode != 0 or len(words) != 6 or words[2] not in _MONTHS:
+        return ""
+    state, _, month, day, clock, year = words
+    if state.startswith("Z"):
+        return None
+    stamp = f"{year}{_MONTHS.index(month) + 1:02d}{day:0>2}{clock.replace(':', '')}"
+    return stamp if stamp.isdigit() and len(stamp) == 14 else ""
 
 
 def registry_dir(root: StrPath) -> str:

@@ -1,7 +1,7 @@
 """Waiting for new mail: the kernel's change notification where the standard
-library can reach it (inotify on Linux, through ctypes), a plain timeout
-elsewhere. Either way the receiving session also polls every 3 s, so a missed
-event only delays mail, never strands it (INV-23).
+library can reach it (inotify on Linux, through ctypes; kqueue on macOS and the
+BSDs), a plain timeout elsewhere. Either way the receiving session also polls
+every 3 s, so a missed event only delays mail, never strands it (INV-23).
 """
 
 from __future__ import annotations
@@ -13,9 +13,23 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
     from pipost.files import StrPath
+
+    class _Events(Protocol):
+        """A kernel watch on one folder: readable while changes wait to be read."""
+
+        def fileno(self) -> int: ...
+
+        def drain(self) -> None:
+            """Read the changes that wait, so the next wait blocks until a new one."""
+
+        def close(self) -> None: ...
+
+        def finish(self) -> None:
+            """Done with this watch after a receipt wait (inotify keeps it for reuse)."""
+
 
 # inotify(7) events: a file was renamed into the folder or finished being
 # written (new mail); a file was removed or renamed away (a receipt).
@@ -28,6 +42,13 @@ _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
 _IN_DONT_FOLLOW = 0x02000000  # a symlink swapped in for the folder is not watched through
 
+# What each wait asks for: (inotify mask, kqueue vnode notes by name). A folder's
+# NOTE_WRITE is any change to its entries (a name added, removed or renamed); a
+# letter is always written under a temporary name and renamed in, so the rename
+# is an entry change too.
+_NEW_LETTERS = (_IN_MOVED_TO | _IN_CLOSE_WRITE, ("KQ_NOTE_WRITE",))
+_REMOVALS = (_IN_DELETE | _IN_MOVED_FROM | _IN_DELETE_SELF, ("KQ_NOTE_WRITE", "KQ_NOTE_DELETE"))
+
 
 class FolderWatch:
     """wait(timeout) returns when the folder may have new letters, when wake() is
@@ -37,21 +58,23 @@ class FolderWatch:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
-        found = _inotify_watch(folder, _IN_MOVED_TO | _IN_CLOSE_WRITE) if kernel_events else None
-        self._inotify = found[0] if found is not None else None
+        self._events = _kernel_watch(folder, *_NEW_LETTERS) if kernel_events else None
 
     @property
     def uses_kernel_events(self) -> bool:
-        return self._inotify is not None
+        return self._events is not None
 
     def wait(self, timeout: float) -> None:
-        sources = [self._wake_read] + ([self._inotify] if self._inotify is not None else [])
+        events = self._events
+        sources = [self._wake_read] + ([events.fileno()] if events is not None else [])
         try:
             ready, _, _ = select.select(sources, [], [], max(timeout, 0.0))
         except InterruptedError:
             return
-        for fd in ready:
-            _drain(fd)
+        if self._wake_read in ready:
+            _drain(self._wake_read)
+        if events is not None and events.fileno() in ready:
+            events.drain()
 
     def wake(self) -> None:
         try:
@@ -60,10 +83,11 @@ class FolderWatch:
             pass
 
     def close(self) -> None:
-        for fd in (self._wake_read, self._wake_write, self._inotify):
-            if fd is not None:
-                os.close(fd)
-        self._inotify = None
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+        if self._events is not None:
+            self._events.close()
+        self._events = None
 
 
 def _drain(fd: int) -> None:
@@ -80,8 +104,7 @@ def wait_gone(path: StrPath, timeout: float, interval: float = 0.01) -> bool:
     if timeout <= 0:  # no wait: not worth a watch (closing one costs the kernel a grace period)
         return not os.path.lexists(path)
     deadline = time.monotonic() + timeout
-    found = _inotify_watch(os.path.dirname(path), _IN_DELETE | _IN_MOVED_FROM | _IN_DELETE_SELF)
-    watch = found[0] if found is not None else None
+    events = _kernel_watch(os.path.dirname(path), *_REMOVALS)
     try:
         while True:
             # Checked after the watch is in place, so a removal cannot slip between.
@@ -90,27 +113,68 @@ def wait_gone(path: StrPath, timeout: float, interval: float = 0.01) -> bool:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            if watch is None:
+            if events is None:
                 time.sleep(min(interval, remaining))
                 continue
-            ready, _, _ = select.select([watch], [], [], remaining)
+            ready, _, _ = select.select([events], [], [], remaining)
             if ready:
-                _drain(watch)
+                events.drain()
     finally:
-        if found is not None:
-            _keep_spare(*found)
+        if events is not None:
+            events.finish()
+
+
+def _kernel_watch(folder: StrPath, mask: int, notes: tuple[str, ...]) -> _Events | None:
+    """A watch on ``folder`` for the changes ``mask`` (inotify) or ``notes``
+    (kqueue) name; None where the kernel cannot tell."""
+    if hasattr(select, "kqueue"):
+        return _Kqueue.open(folder, notes)
+    if sys.platform.startswith("linux"):
+        return _Inotify.open(folder, mask)
+    return None
+
+
+class _Inotify:
+    """An inotify instance (Linux) with one watch on a folder."""
+
+    def __init__(self, fd: int, watch_id: int) -> None:
+        self._fd = fd
+        self._watch_id = watch_id
+
+    @classmethod
+    def open(cls, folder: StrPath, mask: int) -> _Inotify | None:
+        libc = _libc()
+        try:
+            fd = _spare_instances.pop()
+        except IndexError:
+            fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
+            if fd < 0:
+                return None
+        watch_id = int(libc.inotify_add_watch(fd, os.fsencode(folder), mask | _IN_DONT_FOLLOW))
+        if watch_id < 0:
+            os.close(fd)
+            return None
+        return cls(fd, watch_id)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def drain(self) -> None:
+        _drain(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def finish(self) -> None:
+        _libc().inotify_rm_watch(self._fd, self._watch_id)
+        _drain(self._fd)  # the removal's own event
+        _spare_instances.append(self._fd)
 
 
 _spare_instances: list[int] = []
 """inotify instances wait_gone keeps open between waits. Closing one makes the
 kernel wait out a grace period (5-20 ms measured), which a sender would pay
 between the receiver's unlink and printing its receipt; removing a watch is cheap."""
-
-
-def _keep_spare(fd: int, watch_id: int) -> None:
-    _libc().inotify_rm_watch(fd, watch_id)
-    _drain(fd)  # the removal's own event
-    _spare_instances.append(fd)
 
 
 def _forget_spares() -> None:
@@ -122,23 +186,54 @@ def _forget_spares() -> None:
 os.register_at_fork(after_in_child=_forget_spares)
 
 
-def _inotify_watch(folder: StrPath, mask: int) -> tuple[int, int] | None:
-    """An inotify descriptor watching ``folder`` and the watch's id; None where
-    the kernel cannot tell."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = _libc()
-    try:
-        fd = _spare_instances.pop()
-    except IndexError:
-        fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
-        if fd < 0:
+class _Kqueue:
+    """A kqueue (macOS, the BSDs) with one vnode event on a folder, edge-triggered
+    (EV_CLEAR): reading the event resets it until the folder changes again."""
+
+    def __init__(self, queue: Any, folder_fd: int) -> None:
+        self._queue = queue
+        self._folder_fd = folder_fd
+
+    @classmethod
+    def open(cls, folder: StrPath, notes: tuple[str, ...]) -> _Kqueue | None:
+        # O_EVTONLY (macOS): held for events only, so it does not keep a volume mounted.
+        # O_NOFOLLOW: a symlink swapped in for the folder is not watched through.
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            folder_fd = os.open(folder, flags | getattr(os, "O_EVTONLY", 0))
+        except OSError:
             return None
-    watch_id = int(libc.inotify_add_watch(fd, os.fsencode(folder), mask | _IN_DONT_FOLLOW))
-    if watch_id < 0:
-        os.close(fd)
-        return None
-    return fd, watch_id
+        kq: Any = select  # its kqueue names exist only on the systems that have kqueue
+        fflags = 0
+        for note in notes:
+            fflags |= getattr(kq, note)
+        change = kq.kevent(
+            folder_fd, filter=kq.KQ_FILTER_VNODE, flags=kq.KQ_EV_ADD | kq.KQ_EV_CLEAR, fflags=fflags
+        )
+        try:
+            queue = kq.kqueue()
+        except OSError:
+            os.close(folder_fd)
+            return None
+        try:
+            queue.control([change], 0, 0)
+        except OSError:
+            queue.close()
+            os.close(folder_fd)
+            return None
+        return cls(queue, folder_fd)
+
+    def fileno(self) -> int:
+        return int(self._queue.fileno())
+
+    def drain(self) -> None:
+        self._queue.control(None, 1, 0)  # one knote: at most one event waits
+
+    def close(self) -> None:
+        self._queue.close()  # removes the event too
+        os.close(self._folder_fd)
+
+    finish = close  # closing a kqueue costs no grace period
 
 
 def _libc() -> Any:

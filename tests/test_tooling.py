@@ -1,0 +1,73 @@
+"""The project's own tooling: the CI workflows are valid GitHub workflows, the
+development tools are pinned, and pre-commit runs the versions nox -s check does."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((CHECKOUT / ".github" / "workflows").glob("*.yml"))
+
+
+def pinned() -> dict[str, str]:
+    """Package (normalised) → version, from constraints.txt."""
+    pins = {}
+    for line in (CHECKOUT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[_normalised(name)] = version
+    return pins
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def validate(*paths: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema against the GitHub workflow schema it ships (no network)."""
+    tool = Path(sys.executable).with_name("check-jsonschema")
+    return subprocess.run(
+        [str(tool), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_every_workflow_is_a_valid_github_workflow() -> None:
+    assert WORKFLOWS, "no workflows"
+    checked = validate(*WORKFLOWS)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_workflow_that_is_not_valid_is_refused(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    text = WORKFLOWS[0].read_text(encoding="utf-8")
+    broken.write_text(text.replace("runs-on:", "runs_on:", 1), encoding="utf-8")
+    assert validate(broken).returncode != 0
+
+
+def test_every_development_tool_is_pinned() -> None:
+    project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = project["project"]["optional-dependencies"]
+    wanted = {_normalised(re.split(r"[<>=\[; ]", item)[0]) for item in extras["dev"]}
+    assert sorted(wanted - set(pinned())) == []
+
+
+def test_pre_commit_runs_the_pinned_versions() -> None:
+    config = (CHECKOUT / ".pre-commit-config.yaml").read_text(encoding="utf-8")
+    named = dict(re.findall(r'"([A-Za-z0-9_.-]+)==([^"]+)"', config))
+    assert {"ruff", "mypy"} <= set(named)
+    pins = pinned()
+    assert {n: v for n, v in named.items() if pins.get(_normalised(n)) != v} == {}
+
+
+def test_the_constraints_are_what_nox_installs() -> None:
+    noxfile = (CHECKOUT / "noxfile.py").read_text(encoding="utf-8")
+    installs = re.findall(r"session\.install\(([^)]*)\)", noxfile)
+    unconstrained = [i for i in installs if "CONSTRAINTS" not in i and "--upgrade" not in i]
+    assert unconstrained == []
