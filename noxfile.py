@@ -16,6 +16,8 @@ nox.options.sessions = ["check"]
 
 CONSTRAINTS = "constraints.txt"
 """The development tools, pinned: nox -s lock writes it."""
+PACKAGING_TOOLS = ("build", "twine")
+"""What nox -s package builds and checks with, beside the dev extra."""
 
 
 def _install(session: nox.Session) -> None:
@@ -38,12 +40,22 @@ def _types(session: nox.Session) -> None:
     session.run("mypy")
 
 
-def _tests(session: nox.Session, *, env: dict[str, str] | None = None) -> None:
-    session.run("pytest", *session.posargs, env=env)
+def _tests(
+    session: nox.Session, *, env: dict[str, str] | None = None, measured: bool = False
+) -> None:
+    runner = ["coverage", "run", "-m"] if measured else []
+    session.run(*runner, "pytest", *session.posargs, env=env)
 
 
-def _features(session: nox.Session) -> None:
-    session.run("behave", "--format", "progress", "features")
+def _features(session: nox.Session, *, measured: bool = False) -> None:
+    runner = ["coverage", "run", "--append", "-m"] if measured else []
+    session.run(*runner, "behave", "--format", "progress", "features")
+
+
+def _coverage_floor(session: nox.Session) -> None:
+    """Branch coverage of src/pipost by the tests and features just run, in their own
+    processes; fails under the floor in pyproject.toml ([tool.coverage.report])."""
+    session.run("coverage", "report", "--skip-covered", "--skip-empty")
 
 
 @nox.session
@@ -83,15 +95,17 @@ def features(session: nox.Session) -> None:
 
 @nox.session
 def check(session: nox.Session) -> None:
-    """Everything CI runs: the contract gate, lint, types, tests, features, and the
-    conformance kit against the independent Node port (ports/node) — one install, one
-    venv."""
+    """Everything CI runs: the contract gate, lint, types, tests and features (with
+    branch coverage and its floor), and the conformance kit against the independent
+    Node port (ports/node) — one install, one venv."""
     _install(session)
     _contract(session, [])
     _lint(session)
     _types(session)
-    _tests(session)
-    _features(session)
+    session.run("coverage", "erase")
+    _tests(session, measured=True)
+    _features(session, measured=True)
+    _coverage_floor(session)
     _example_port(session, [])
 
 
@@ -108,7 +122,7 @@ def lock(session: nox.Session) -> None:
     """Rewrite constraints.txt: the newest releases of the development tools (the dev
     extra and what it pulls in), installed in a fresh venv and frozen. Run it, run
     nox -s check, and commit both together."""
-    session.install("--upgrade", "-e", ".[dev]")
+    session.install("--upgrade", "-e", ".[dev]", *PACKAGING_TOOLS)
     frozen = session.run("pip", "freeze", "--exclude-editable", silent=True)
     assert isinstance(frozen, str)
     pins = sorted((line for line in frozen.splitlines() if "==" in line), key=str.lower)
@@ -173,7 +187,7 @@ def _example_port(session: nox.Session, options: list[str]) -> None:
 def package(session: nox.Session) -> None:
     """Build the sdist and the wheel (python -m build) into the session's tmp folder,
     then check both with twine check --strict: the README is their long description."""
-    session.install("build", "twine")
+    session.install("-c", CONSTRAINTS, *PACKAGING_TOOLS)
     dist = Path(session.create_tmp()) / "dist"
     shutil.rmtree(dist, ignore_errors=True)  # only what this run built is checked
     session.run("python", "-m", "build", "--outdir", str(dist), ".")
