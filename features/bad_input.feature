@@ -125,7 +125,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
       | an empty file                                   |
       | half of a record, cut off mid-write             |
       | a JSON array                                    |
-      | a record of version 2                           |
+      | a record of version 0                           |
       | a record whose pid is text                      |
       | a record without a cwd                          |
       | a record whose address is not its session id's  |

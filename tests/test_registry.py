@@ -23,7 +23,7 @@ import pytest
 
 from pipost import files, mailbox, registry, session, sweep
 from pipost.address import address_of
-from pipost.message import Rejected
+from pipost.message import Rejected, unreadable_version
 from pipost.registry import OsProcessTable
 from pipost.session import Presence, Record
 from tests.helpers import (
@@ -119,7 +119,7 @@ def test_records_skip_garbage_and_half_written_files(root: Path, tmp_path: Path)
     truncated = make_record("sess-truncated", "/x")
     put(f"{truncated.address}.json", session.encode(truncated)[:40])
     wrong_v = make_record("sess-v2", "/x")
-    put(f"{wrong_v.address}.json", json.dumps(body("sess-v2", v=2)).encode())
+    put(f"{wrong_v.address}.json", json.dumps(body("sess-v2", v=session.VERSION + 1)).encode())
     mismatch = make_record("sess-mismatch", "/x")
     forged = body("sess-mismatch", sessionId="sess-someone-else")
     put(f"{mismatch.address}.json", json.dumps(forged).encode())
@@ -774,7 +774,11 @@ RECORD_REJECTIONS: list[tuple[str, bytes, Rejected]] = [
     ("truncated", b'{"v":1,', Rejected("not_json", "not JSON")),
     ("deep", b"[" * 30_000 + b"]" * 30_000, Rejected("too_deep", "not JSON")),
     ("array", b"[]", Rejected("not_object", "not a JSON object")),
-    ("v 2", _record_with(v=2), Rejected("bad_field", "v is not 1", field="v")),
+    (
+        "v after the current",
+        _record_with(v=session.VERSION + 1),
+        Rejected("bad_field", unreadable_version(session.READABLE_VERSIONS), field="v"),
+    ),
     (
         "no cwd",
         _record_with(cwd=...),
