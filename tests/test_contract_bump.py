@@ -1,6 +1,8 @@
 """The worked bump (issue 14, item 6): in a copy of the source tree, the message is
 bumped to its next version (v2, from v1 today) with one changed rule — the new
-version halves the body cap — with the contract tool, and pinned. Processes run on
+version halves the body cap — with the contract tool, and pinned, with the parts
+that lean on it (interop holds the cap; the driver carries the letters, so --pin
+refuses until the driver is bumped as well). Processes run on
 the copy then show that the gate passes, that the letters queued before the bump
 (one pipost wrote, one pi-post 0.7 wrote) are still peeked and delivered after it,
 each judged by the rules of its own version, and that new letters are written as
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 from pipost import message
+from pipost.driver import PROTOCOL
 from tests.helpers import make_record, write_record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +77,11 @@ class Copy:
     def take_all(self, address: str) -> list[dict[str, object]]:
         """Every letter ``address`` receives, through the driver of the copy."""
         requests = [
-            {"id": 0, "op": "open", "args": {"root": str(self.root), "home": "/", "protocol": 1}},
+            {
+                "id": 0,
+                "op": "open",
+                "args": {"root": str(self.root), "home": "/", "protocol": PROTOCOL + 1},
+            },
             *({"id": n, "op": "take", "args": {"address": address}} for n in range(1, 5)),
         ]
         lines = "".join(json.dumps(request) + "\n" for request in requests)
@@ -99,8 +106,18 @@ def bump_with_a_narrower_cap(copy: Copy) -> None:
         f'"maxLength": {message.BODY_CAP}',
         f'"maxLength": {NEXT_CAP}',
     )
-    # The cap is also a fact two implementations sharing a folder agree on.
+    # The cap is also a fact two implementations sharing a folder agree on, and the
+    # driver protocol carries letters of the version written.
     copy.run("-m", "pipost", "contract", "bump", "interop")
+    refused = copy.run("-m", "pipost", "contract", "--pin", check=False)
+    assert refused.returncode == 1
+    assert f"driver: its schema carries message v{CURRENT}, but pipost writes " in refused.stdout
+    copy.run("-m", "pipost", "contract", "bump", "driver")
+    copy.edit(
+        f"schemas/driver.v{PROTOCOL + 1}.schema.json",
+        f'"urn:pi-post:schema:message:v{CURRENT}"',
+        f'"urn:pi-post:schema:message:v{NEXT}"',
+    )
     copy.run("-m", "pipost", "contract", "--pin")
 
 

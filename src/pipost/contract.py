@@ -656,6 +656,15 @@ def contradictions(contents: Mapping[str, Content]) -> list[str]:
     address = fields.get("address") if isinstance(fields, dict) else None
     if not isinstance(address, dict) or address.get("pattern") != ADDRESS_PATTERN:
         problems.append("message: the schema's from.address pattern is not the address grammar")
+    carried = json.dumps(contents["driver"])
+    for name, written in (("message", message.VERSION), ("record", session.VERSION)):
+        for found in sorted(set(re.findall(rf"urn:pi-post:schema:{name}:v([0-9]+)", carried))):
+            if int(found) != written:
+                problems.append(
+                    f"driver: its schema carries {name} v{found}, but pipost writes "
+                    f"{name} v{written}: bump the driver (pi-post contract bump driver) and "
+                    f"point its schema at {name} v{written}"
+                )
     return problems + _schema_disagreements(contents)
 
 
