@@ -200,3 +200,12 @@ def test_a_pin_edited_by_hand_is_named_and_pins_round_trip_through_data() -> Non
     assert compatibility.edited(pins) == []
     forged = {"message": {1: [Revision(pins["message"][1][0].fingerprint, {"a": 3})]}}
     assert compatibility.edited(forged) == ["message v1 revision 1: its content was edited by hand"]
+
+
+def test_a_record_encoding_that_is_no_json_object_is_judged_changed_not_a_crash() -> None:
+    def written(text: str) -> Content:
+        return {"encode:x": {"input": {}, "result": text}}
+
+    digest = "<200 characters, sha256 00>"
+    assert rules("record", written('{"v":1}'), written(digest)) == [("encoding.changed", True)]
+    assert rules("record", written("[1]"), written("[1,2]")) == [("encoding.changed", True)]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pipost import compatibility, contract, files, gate, mailbox, message, schemas
+from pipost import compatibility, contract, files, gate, mailbox, message, schemas, session
 from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Revision, Verdict
 from pipost_conformance import INTEROP
 
@@ -70,7 +70,10 @@ def test_the_corpus_reads_the_letters_pi_post_0_7_wrote() -> None:
 def test_the_parser_alone_changing_the_wire_is_breaking(monkeypatch: pytest.MonkeyPatch) -> None:
     """The old gate fingerprinted the schema only: a parser that also accepts a
     `subject` passed it. Now the corpus's letter with a subject reads otherwise."""
-    monkeypatch.setattr(message, "_MESSAGE_KEYS", {*message._MESSAGE_KEYS, "subject"})
+    for version, rules in list(message.RULES.items()):
+        monkeypatch.setitem(
+            message.RULES, version, rules.replace(fields=rules.fields | {"subject"})
+        )
     verdict = judged()["message"]
     assert verdict.state == BREAKING
     assert rules_of(verdict) == {("parse.changed", "parse:unknown-field")}
@@ -139,7 +142,7 @@ def _record_schema_with_host(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def load(name: str) -> dict[str, Any]:
         schema = real(name)
-        if name == "record.v1":
+        if name == f"record.v{session.VERSION}":
             schema["properties"]["host"] = {"type": "string"}
         return schema
 
@@ -157,26 +160,29 @@ def test_an_optional_record_field_is_compatible_and_pins_as_the_next_revision(
     assert rules_of(verdict) == {("record.field-added", "field:host")}
     pins = contract.load_pins()
     contents = contract.gather_all(pins, contract.load_corpus())
-    pinned, said = compatibility.pin("record", 1, contents["record"], pins, pins)
-    assert said.startswith("record v1: pinned revision 2 ")
-    assert pinned["record"][1][0] == pins["record"][1][0], "the published revision was kept"
+    version = session.VERSION
+    pinned, said = compatibility.pin("record", version, contents["record"], pins, pins)
+    revisions = len(pins["record"][version])
+    assert said.startswith(f"record v{version}: pinned revision {revisions + 1} ")
+    kept = pinned["record"][version][:revisions]
+    assert kept == pins["record"][version], "the published revisions were kept"
 
 
 def test_a_schema_that_contradicts_the_code_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bump of the version alone leaves the schema saying v1 and the old cap: the
     old gate pinned that."""
-    real = schemas.load
-    monkeypatch.setattr(message, "VERSION", 2)
+    real, now, then = schemas.load, message.VERSION, message.VERSION + 1
+    monkeypatch.setattr(message, "VERSION", then)
     monkeypatch.setattr(message, "BODY_CAP", 65536)
     monkeypatch.setattr(
-        schemas, "load", lambda name: real(name.replace("message.v2", "message.v1"))
+        schemas, "load", lambda name: real(name.replace(f"message.v{then}", f"message.v{now}"))
     )
     contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
     problems = contract.contradictions(contents)
     assert problems[:3] == [
-        "message: the $id of message.v2.schema.json does not end in :v2, the version the code "
-        "carries out",
-        'message: the schema\'s v is {"const": 1}, the code\'s is {"const": 2}',
+        f"message: the $id of message.v{then}.schema.json does not end in :v{then}, the version "
+        "the code carries out",
+        f'message: the schema\'s v is {{"const": {now}}}, the code\'s is {{"const": {then}}}',
         "message: the schema's body maxLength is not the code's cap, 65536",
     ]
 

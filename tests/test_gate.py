@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pipost import cli, gate, mailbox
+from pipost import cli, contract, gate, mailbox
 
 CHECKOUT = Path(__file__).resolve().parents[1]
+# The versions the tree is at: a bump of any part leaves these tests standing.
+MESSAGE, RECORD, INTEROP = (contract.versions()[part] for part in ("message", "record", "interop"))
 
 
 def copy_of_checkout(into: Path, *, git: bool = True) -> Path:
@@ -71,7 +73,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def add_host_to_the_record(tree: Path) -> None:
     edit(
-        tree / "src/pipost/schemas/record.v1.schema.json",
+        tree / f"src/pipost/schemas/record.v{RECORD}.schema.json",
         '    "pidStart": {',
         '    "host": {\n      "type": "string"\n    },\n    "pidStart": {',
     )
@@ -82,10 +84,10 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
 ) -> None:
     """The issue's first case: change the message schema, empty the pins, pin again.
     Alone, the tree agrees with its new pins; against the commit before, the pin of
-    message v1 was rewritten."""
+    message's version was rewritten."""
     tree = copy_of_checkout(tmp_path)
     edit(
-        tree / "src/pipost/schemas/message.v1.schema.json",
+        tree / f"src/pipost/schemas/message.v{MESSAGE}.schema.json",
         '    "sentAt": {',
         '    "priority": {\n      "type": "integer"\n    },\n    "sentAt": {',
     )
@@ -93,7 +95,7 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
     repinned = contract_in(tree, "--pin", "--against", "HEAD")
     assert repinned.returncode == 1, repinned.stdout
     assert "pins published at the base were lost:\n" in repinned.stdout
-    assert "\n  message v1 revision 1 was removed\n" in repinned.stdout
+    assert f"\n  message v{MESSAGE} revision 1 was removed\n" in repinned.stdout
     # With no history at all, --pin cannot tell, and pins anew: --against still catches it.
     shutil.rmtree(tree / ".git")
     assert contract_in(tree, "--pin").returncode == 0
@@ -109,7 +111,9 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
     report = json.loads(judged.stdout)
     assert (judged.returncode, report["verdict"]) == (1, "breaking")
     rewritten = [p["text"] for p in report["problems"] if p["rule"] == "pins.rewritten"]
-    assert rewritten and rewritten[0].startswith("message v1 revision 1 was re-pinned since ")
+    assert any(
+        text.startswith(f"message v{MESSAGE} revision 1 was re-pinned since ") for text in rewritten
+    ), rewritten
 
 
 def test_a_compatible_change_pins_as_a_revision_and_diff_names_it(tmp_path: Path) -> None:
@@ -118,14 +122,18 @@ def test_a_compatible_change_pins_as_a_revision_and_diff_names_it(tmp_path: Path
     judged = contract_in(tree, "--against", "auto")
     assert judged.returncode == 0, judged.stdout
     assert "record.field-added (compatible): record field:host added" in judged.stdout
-    assert "pi-post contract --pin   # pins record v1 revision 2" in judged.stdout
+    revisions = len(contract.load_pins()["record"][RECORD])
+    assert f"pi-post contract --pin   # pins record v{RECORD} revision {revisions + 1}" in (
+        judged.stdout
+    )
     pinned = contract_in(tree, "--pin")
     assert pinned.returncode == 0, pinned.stdout + pinned.stderr
-    assert "record v1: pinned revision 2 sha256:" in pinned.stdout
+    assert f"record v{RECORD}: pinned revision {revisions + 1} sha256:" in pinned.stdout
     assert contract_in(tree, "--against", "HEAD").returncode == 0
-    changelog = contract_in(tree, "diff", "record@1.1", "record@1.2")
+    before, after = f"record@{RECORD}.{revisions}", f"record@{RECORD}.{revisions + 1}"
+    changelog = contract_in(tree, "diff", before, after)
     assert changelog.stdout == (
-        "record@1.1 -> record@1.2: 1 changes\n- record.field-added (compatible) field:host added\n"
+        f"{before} -> {after}: 1 changes\n- record.field-added (compatible) field:host added\n"
     )
 
 
@@ -138,14 +146,17 @@ def test_a_breaking_change_is_refused_by_pin_until_bumped(tmp_path: Path) -> Non
     assert judged.stdout.splitlines()[0] == (
         f"::error file=src/pipost/mailbox.py,line={line},title=limit.changed::interop "
         "limit:mailbox_cap changed (limit.changed). pi-post contract bump interop   "
-        "# v1 -> v2; pi-post contract --pin"
+        f"# v{INTEROP} -> v{INTEROP + 1}; pi-post contract --pin"
     )
     refused = contract_in(tree, "--pin", "--against", "HEAD")
     assert refused.returncode == 1
-    assert "interop v1 was published; this change breaks it (limit.changed)" in refused.stdout
+    assert f"interop v{INTEROP} was published; this change breaks it (limit.changed)" in (
+        refused.stdout
+    )
     bumped = contract_in(tree, "bump", "interop")
     assert bumped.returncode == 0, bumped.stderr
-    assert '"interop": 2' in (tree / "src/pipost/contract.py").read_text(encoding="utf-8")
+    declared = (tree / "src/pipost/contract.py").read_text(encoding="utf-8")
+    assert f'"interop": {INTEROP + 1}' in declared
     unpinned = contract_in(tree)
     assert unpinned.returncode == 1
     assert unpinned.stdout.endswith("\nverdict: a version is not pinned yet (exit 1)\n")
@@ -153,22 +164,24 @@ def test_a_breaking_change_is_refused_by_pin_until_bumped(tmp_path: Path) -> Non
     assert contract_in(tree, "--against", "HEAD").returncode == 0
 
 
-def test_bump_message_starts_v2_from_v1(tmp_path: Path) -> None:
+def test_bump_message_starts_the_next_version_from_the_current_one(tmp_path: Path) -> None:
     tree = copy_of_checkout(tmp_path, git=False)
     bumped = contract_in(tree, "bump", "message")
     assert bumped.returncode == 0, bumped.stderr
-    assert bumped.stdout.splitlines()[0] == "message: v1 -> v2 in src/pipost/message.py"
-    assert "\nVERSION = 2\n" in (tree / "src/pipost/message.py").read_text(encoding="utf-8")
+    now, then = MESSAGE, MESSAGE + 1
+    assert bumped.stdout.splitlines()[0] == f"message: v{now} -> v{then} in src/pipost/message.py"
+    assert f"\nVERSION = {then}\n" in (tree / "src/pipost/message.py").read_text(encoding="utf-8")
     schemas = tree / "src/pipost/schemas"
-    v1 = json.loads((schemas / "message.v1.schema.json").read_text(encoding="utf-8"))
-    v2 = json.loads((schemas / "message.v2.schema.json").read_text(encoding="utf-8"))
-    assert v2["$id"] == "urn:pi-post:schema:message:v2" and v2["properties"]["v"]["const"] == 2
-    assert {k: v for k, v in v2.items() if k not in ("$id", "properties")} == {
-        k: v for k, v in v1.items() if k not in ("$id", "properties")
+    old = json.loads((schemas / f"message.v{now}.schema.json").read_text(encoding="utf-8"))
+    new = json.loads((schemas / f"message.v{then}.schema.json").read_text(encoding="utf-8"))
+    assert new["$id"] == f"urn:pi-post:schema:message:v{then}"
+    assert new["properties"]["v"]["const"] == then
+    assert {k: v for k, v in new.items() if k not in ("$id", "properties")} == {
+        k: v for k, v in old.items() if k not in ("$id", "properties")
     }
     again = contract_in(tree, "bump", "message")
     assert again.returncode == 2
-    assert "message.v3.schema.json" not in os.listdir(schemas)
+    assert f"message.v{then + 1}.schema.json" not in os.listdir(schemas)
 
 
 def test_the_gate_judges_the_tree_it_is_run_from_not_the_pipost_that_runs_it(
@@ -271,8 +284,8 @@ def test_the_json_report_carries_each_finding_with_its_rule_place_and_fix(
         "file": "src/pipost/mailbox.py",
         "line": gate._line(CHECKOUT, "src/pipost/mailbox.py", "CAP = ")[1],
         "fix": [
-            "pi-post contract bump interop   # v1 -> v2",
-            "# carry the change into interop v2, keep reading v1; then:",
+            f"pi-post contract bump interop   # v{INTEROP} -> v{INTEROP + 1}",
+            f"# carry the change into interop v{INTEROP + 1}, keep reading v{INTEROP}; then:",
             "pi-post contract --pin",
             "# or undo the change",
         ],

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from pipost import cli, doctor, schemas
+from pipost import cli, doctor, message, schemas
 from pipost.address import address_of
 from pipost.droplog import Drop
 from pipost.message import Sender, new_message
@@ -212,7 +212,7 @@ def test_quarantine_gives_each_letter_set_aside_with_its_reason_and_path(tree: T
     (entry,) = run_json(["quarantine"], tree.root)["letters"]
     assert entry["address"] == tree.live.address
     assert entry["reason"] == "set aside by the test"
-    assert Path(entry["path"]).read_bytes().startswith(b'{"v":1')
+    assert Path(entry["path"]).read_bytes().startswith(b'{"v":%d,' % message.VERSION)
     assert abs(entry["since"]["ms"] - os.lstat(entry["path"] + ".reason").st_mtime * 1000) < 1
 
 
@@ -241,7 +241,7 @@ def test_doctor_gives_its_findings_and_exits_as_the_text_does(tree: Tree) -> Non
         assert line.startswith(f"{finding['severity']:<9} {finding['code']}: ")
     codes = {f["code"] for f in shown["findings"]}
     assert {"quarantine-held", "root-ok", "contract-ok"} <= codes
-    assert shown["contract"]["version"] == 1
+    assert shown["contract"]["version"] == message.VERSION
 
 
 # -- real strings, safe for a terminal ------------------------------------------------------

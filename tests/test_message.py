@@ -13,6 +13,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from pipost import message as message_module
 from pipost import schemas
 from pipost.message import (
     BODY_CAP,
@@ -32,7 +33,11 @@ from pipost.refusals import BodyNotText, BodyTooLarge, EmptyBody
 from pipost_conformance import INTEROP
 
 INTEROP_MESSAGES = sorted((INTEROP / "messages").glob("*.json"))
-VALIDATOR = jsonschema.Draft202012Validator(schemas.load("message.v1"))
+VALIDATORS = {
+    version: jsonschema.Draft202012Validator(schemas.load(f"message.v{version}"))
+    for version in message_module.READABLE_VERSIONS
+}
+"""The schema of each version read: a letter is judged by the schema of its ``v``."""
 
 
 def letter_name(path: Path) -> str:
@@ -147,7 +152,8 @@ def messages(draw: st.DrawFn) -> Message:
 def test_generated_messages_round_trip_and_validate(message: Message) -> None:
     raw = encode(message)
     assert parse(raw, message.file_name) == message
-    VALIDATOR.validate(json.loads(raw))
+    assert message.v == message_module.VERSION
+    VALIDATORS[message.v].validate(json.loads(raw))
 
 
 # -- the body cap, in bytes ---------------------------------------------------------
@@ -284,8 +290,9 @@ def test_parse_of_arbitrary_json_never_raises(value: object) -> None:
 @given(letters | json_values)
 def test_whatever_parse_accepts_the_schema_accepts(value: object) -> None:
     raw = as_bytes(value)
-    if isinstance(parse(raw), Message):
-        VALIDATOR.validate(json.loads(raw))
+    parsed = parse(raw)
+    if isinstance(parsed, Message):
+        VALIDATORS[parsed.v].validate(json.loads(raw))
 
 
 @given(letters)
@@ -346,12 +353,21 @@ def field(name: str, text: str) -> tuple[str, dict[str, object], str]:
     return ("bad_field", {"field": name}, text)
 
 
+# The words name the versions read; the tests of reading every version pin them.
+NOT_READ = message_module.unreadable_version(message_module.READABLE_VERSIONS)
+CURRENT = message_module.VERSION
+
 REJECTIONS: list[tuple[str, bytes, tuple[str, dict[str, object], str]]] = [
-    ("v 2", with_fields(v=2), field("v", "v is not 1")),
-    ("v true", with_fields(v=True), field("v", "v is not 1")),
-    ("v 1.0", VALID_BYTES.replace(b'"v": 1,', b'"v": 1.0,'), field("v", "v is not 1")),
-    ("v string", with_fields(v="1"), field("v", "v is not 1")),
-    ("v missing", with_fields(v=...), field("v", "v is not 1")),
+    ("v after the current", with_fields(v=CURRENT + 1), field("v", NOT_READ)),
+    ("v 0", with_fields(v=0), field("v", NOT_READ)),
+    ("v true", with_fields(v=True), field("v", NOT_READ)),
+    (
+        "v float",
+        VALID_BYTES.replace(f'"v": {CURRENT},'.encode(), f'"v": {CURRENT}.0,'.encode()),
+        field("v", NOT_READ),
+    ),
+    ("v string", with_fields(v=str(CURRENT)), field("v", NOT_READ)),
+    ("v missing", with_fields(v=...), field("v", NOT_READ)),
     ("id not a string", with_fields(id=1796078509367), field("id", "id is not a string")),
     (
         "id malformed",
@@ -540,3 +556,62 @@ def test_new_message_refuses_what_parse_would_reject() -> None:
         new_message(Sender("process", "p"), "hi", sent_at=1, reply_to="../../x")
     with pytest.raises(ValueError, match="process sender"):
         new_message(Sender("process", "p", address="s-52c78af935a3"), "hi", sent_at=1)
+
+
+# -- reading every version ----------------------------------------------------------
+
+
+@pytest.fixture
+def bumped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message version bumped to 2, as a later pipost would have it."""
+    monkeypatch.setattr(message_module, "VERSION", 2)
+    monkeypatch.setattr(message_module, "READABLE_VERSIONS", (1, 2))
+
+
+@pytest.mark.usefixtures("bumped")
+@pytest.mark.parametrize("path", INTEROP_MESSAGES, ids=lambda path: path.name)
+def test_after_a_bump_the_reference_letters_still_parse_and_keep_v1(path: Path) -> None:
+    raw = path.read_bytes()
+    message = parse(raw, letter_name(path))
+    assert isinstance(message, Message), message
+    assert message.v == 1
+    assert encode(message) == raw
+
+
+@pytest.mark.usefixtures("bumped")
+def test_after_a_bump_a_new_message_is_written_as_the_new_version() -> None:
+    message = process_message("hello")
+    assert message.v == 2
+    assert json.loads(encode(message))["v"] == 2
+    assert parse(encode(message), message.file_name) == message
+
+
+@pytest.mark.usefixtures("bumped")
+@pytest.mark.parametrize("v", [0, 3, True, "2"])
+def test_after_a_bump_a_version_not_read_is_refused_naming_the_readable_ones(v: object) -> None:
+    outcome = parse(with_fields(v=v), LETTER)
+    assert outcome == Rejected("bad_field", "v is not one of 1, 2", field="v")
+
+
+def test_a_version_not_read_is_refused_naming_the_one_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(message_module, "VERSION", 1)
+    monkeypatch.setattr(message_module, "READABLE_VERSIONS", (1,))
+    assert parse(with_fields(v=2), LETTER) == Rejected("bad_field", "v is not 1", field="v")
+
+
+@pytest.mark.usefixtures("bumped")
+def test_each_letter_is_judged_by_the_rules_of_its_own_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A v2 that narrowed the cap still reads a v1 letter under v1's cap, and the row
+    of v1 serves every later version that changed nothing."""
+    narrowed = message_module.RULES[1].replace(body_cap=100)
+    monkeypatch.setitem(message_module.RULES, 2, narrowed)
+    long_body = with_fields(v=1, body="x" * 101)
+    assert isinstance(parse(long_body, LETTER), Message)
+    v2_letter = with_fields(v=2, body="x" * 101)
+    assert parse(v2_letter, LETTER) == Rejected("bad_field", "body is over 100 bytes", field="body")
+    assert message_module.rules_of(3) is narrowed
+    assert message_module.rules_of(1) is message_module.RULES[1]

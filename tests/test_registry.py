@@ -23,7 +23,7 @@ import pytest
 
 from pipost import files, mailbox, registry, session, sweep
 from pipost.address import address_of
-from pipost.message import Rejected
+from pipost.message import Rejected, unreadable_version
 from pipost.registry import OsProcessTable
 from pipost.session import Presence, Record
 from tests.helpers import (
@@ -119,7 +119,7 @@ def test_records_skip_garbage_and_half_written_files(root: Path, tmp_path: Path)
     truncated = make_record("sess-truncated", "/x")
     put(f"{truncated.address}.json", session.encode(truncated)[:40])
     wrong_v = make_record("sess-v2", "/x")
-    put(f"{wrong_v.address}.json", json.dumps(body("sess-v2", v=2)).encode())
+    put(f"{wrong_v.address}.json", json.dumps(body("sess-v2", v=session.VERSION + 1)).encode())
     mismatch = make_record("sess-mismatch", "/x")
     forged = body("sess-mismatch", sessionId="sess-someone-else")
     put(f"{mismatch.address}.json", json.dumps(forged).encode())
@@ -774,7 +774,11 @@ RECORD_REJECTIONS: list[tuple[str, bytes, Rejected]] = [
     ("truncated", b'{"v":1,', Rejected("not_json", "not JSON")),
     ("deep", b"[" * 30_000 + b"]" * 30_000, Rejected("too_deep", "not JSON")),
     ("array", b"[]", Rejected("not_object", "not a JSON object")),
-    ("v 2", _record_with(v=2), Rejected("bad_field", "v is not 1", field="v")),
+    (
+        "v after the current",
+        _record_with(v=session.VERSION + 1),
+        Rejected("bad_field", unreadable_version(session.READABLE_VERSIONS), field="v"),
+    ),
     (
         "no cwd",
         _record_with(cwd=...),
@@ -817,6 +821,41 @@ def test_a_record_is_rejected_with_a_code_its_facts_and_pipost_s_words(
     raw: bytes, expected: Rejected
 ) -> None:
     assert session.parse(raw) == expected
+
+
+@pytest.fixture
+def bumped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record version bumped to 2, as a later pipost would have it."""
+    monkeypatch.setattr(session, "VERSION", 2)
+    monkeypatch.setattr(session, "READABLE_VERSIONS", (1, 2))
+
+
+@pytest.mark.usefixtures("bumped")
+def test_after_a_bump_a_v1_record_is_read_and_records_are_written_as_the_new_version() -> None:
+    record = make_record("rules", "/work", pid=5)
+    assert session.parse(_record_with(v=1)) == record
+    assert session.to_json(record)["v"] == 2
+    assert session.parse(session.encode(record)) == record
+
+
+@pytest.mark.usefixtures("bumped")
+@pytest.mark.parametrize("v", [0, 3, True, "1"])
+def test_after_a_bump_a_record_version_not_read_is_refused_naming_the_readable_ones(
+    v: object,
+) -> None:
+    expected = Rejected("bad_field", "v is not one of 1, 2", field="v")
+    assert session.parse(_record_with(v=v)) == expected
+
+
+@pytest.mark.usefixtures("bumped")
+def test_a_record_is_read_by_the_fields_of_its_own_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A field v2 defines is another writer's in a v1 record, kept as extra."""
+    monkeypatch.setitem(session.KNOWN_FIELDS, 2, session.KNOWN_FIELDS[1] | {"host"})
+    v1 = session.parse(_record_with(v=1, host="box"))
+    v2 = session.parse(_record_with(v=2, host="box"))
+    assert isinstance(v1, Record) and v1.extra == {"host": "box"}
+    assert isinstance(v2, Record) and v2.extra == {}
+    assert session.known_fields(3) == session.KNOWN_FIELDS[2]
 
 
 def test_a_record_filed_under_another_address_is_an_id_mismatch() -> None:

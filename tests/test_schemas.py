@@ -24,6 +24,7 @@ FIXTURE_RECORDS: list[dict[str, Any]] = [
         "fixture"
     ]
 ]
+# The v1 wire, which pi-post 0.7 writes: its letters and records stay readable.
 MESSAGE_SCHEMA = schemas.load("message.v1")
 RECORD_SCHEMA = schemas.load("record.v1")
 MESSAGES = jsonschema.Draft202012Validator(MESSAGE_SCHEMA)
@@ -36,18 +37,26 @@ def test_schema_is_a_valid_draft_2020_12_schema(schema: dict[str, Any]) -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
-def test_message_schema_uses_the_parser_constants() -> None:
-    properties = MESSAGE_SCHEMA["properties"]
+@pytest.mark.parametrize("version", message.READABLE_VERSIONS)
+def test_the_message_schema_of_each_version_uses_the_parser_constants(version: int) -> None:
+    properties = schemas.load(f"message.v{version}")["properties"]
     assert properties["id"]["pattern"] == message.ID_PATTERN
     assert properties["replyTo"]["pattern"] == ADDRESS_PATTERN
     assert properties["from"]["properties"]["address"]["pattern"] == ADDRESS_PATTERN
-    assert properties["body"]["maxLength"] == message.BODY_CAP
-    assert properties["v"]["const"] == message.VERSION
+    assert properties["body"]["maxLength"] == message.rules_of(version).body_cap
+    assert properties["v"]["const"] == version
 
 
-def test_record_schema_uses_the_parser_constants() -> None:
-    assert RECORD_SCHEMA["properties"]["address"]["pattern"] == ADDRESS_PATTERN
-    assert RECORD_SCHEMA["properties"]["v"]["const"] == session.VERSION
+@pytest.mark.parametrize("version", session.READABLE_VERSIONS)
+def test_the_record_schema_of_each_version_uses_the_parser_constants(version: int) -> None:
+    properties = schemas.load(f"record.v{version}")["properties"]
+    assert properties["address"]["pattern"] == ADDRESS_PATTERN
+    assert properties["v"]["const"] == version
+
+
+def test_the_version_written_is_the_last_read() -> None:
+    assert message.READABLE_VERSIONS[-1] == message.VERSION
+    assert session.READABLE_VERSIONS[-1] == session.VERSION
 
 
 # -- messages -----------------------------------------------------------------------

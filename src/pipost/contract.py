@@ -656,6 +656,15 @@ def contradictions(contents: Mapping[str, Content]) -> list[str]:
     address = fields.get("address") if isinstance(fields, dict) else None
     if not isinstance(address, dict) or address.get("pattern") != ADDRESS_PATTERN:
         problems.append("message: the schema's from.address pattern is not the address grammar")
+    carried = json.dumps(contents["driver"])
+    for name, written in (("message", message.VERSION), ("record", session.VERSION)):
+        for found in sorted(set(re.findall(rf"urn:pi-post:schema:{name}:v([0-9]+)", carried))):
+            if int(found) != written:
+                problems.append(
+                    f"driver: its schema carries {name} v{found}, but pipost writes "
+                    f"{name} v{written}: bump the driver (pi-post contract bump driver) and "
+                    f"point its schema at {name} v{written}"
+                )
     return problems + _schema_disagreements(contents)
 
 
@@ -701,6 +710,9 @@ def _schema_disagreements(contents: Mapping[str, Content]) -> list[str]:
 def _schema_of(part: str, data: object) -> dict[str, Any]:
     """The schema of the version a file says it is, else that of the current one."""
     version = data.get("v") if isinstance(data, dict) else None
+    # To JSON Schema 1.0 is the number 1 (the parser refuses it: beyond_schema).
+    if type(version) is float and version.is_integer():
+        version = int(version)
     if type(version) is int and version != versions()[part]:
         with contextlib.suppress(FileNotFoundError):
             return schemas.load(f"{part}.v{version}")

@@ -1,9 +1,12 @@
-"""Message schema v1: one message per file, ``<id>.json`` (SPEC 1.2).
+"""The message: one message per file, ``<id>.json`` (SPEC 1.2).
 
 The schema is a wire contract shared with pi-post 0.7; it changes only with a
-bump of ``v``. Parsing is strict and total: :func:`parse` turns *any* bytes into
-either a :class:`Message` or a :class:`Rejected` carrying the reason, and never
-raises. Encoding matches what the reference writes byte for byte: compact JSON,
+bump of ``v``. pipost writes :data:`VERSION` and reads every version in
+:data:`READABLE_VERSIONS`, each by its own rules (:data:`RULES`), so a bump never
+strands the letters queued before it; a parsed letter keeps its ``v``. Parsing
+is strict and total: :func:`parse` turns *any* bytes into either a
+:class:`Message` or a :class:`Rejected` carrying the reason, and never raises.
+Encoding matches what the reference writes byte for byte: compact JSON,
 keys in the reference's order, non-ASCII text unescaped.
 """
 
@@ -36,13 +39,53 @@ if TYPE_CHECKING:
     ]
 
 VERSION = 1
-BODY_CAP = 32768
-"""Largest body, in bytes of UTF-8 (not characters)."""
+"""The version pipost writes (letters' ``v``): always the last of READABLE_VERSIONS."""
+READABLE_VERSIONS = (1,)
+"""The versions :func:`parse` accepts: every version published, as mail waits at any
+age and a bump must not strand the letters queued before it."""
+
+
+class Rules(Value):
+    """What a letter of one version may carry, where versions differ."""
+
+    __slots__ = ("fields", "sender_fields", "body_cap")
+    fields: Final[frozenset[str]]
+    sender_fields: Final[frozenset[str]]
+    body_cap: Final[int]
+    """Largest body, in bytes of UTF-8 (not characters)."""
+
+    def __init__(
+        self, fields: frozenset[str], sender_fields: frozenset[str], body_cap: int
+    ) -> None:
+        self.fields = fields
+        self.sender_fields = sender_fields
+        self.body_cap = body_cap
+
+
+RULES = {
+    1: Rules(
+        fields=frozenset(("v", "id", "from", "replyTo", "sentAt", "body")),
+        sender_fields=frozenset(("kind", "name", "address", "cwd")),
+        body_cap=32768,
+    ),
+}
+"""The rules that differ between versions, keyed by the version that brought them:
+a letter is judged by the row of its ``v``, or, when its version changed none of
+them, by the row of the latest version before it."""
+
+
+def rules_of(version: int) -> Rules:
+    """The rules a letter of ``version`` (a readable one) is judged by."""
+    return RULES[max(since for since in RULES if since <= version)]
+
+
+BODY_CAP = rules_of(VERSION).body_cap
+"""Largest body pipost sends, in bytes of UTF-8 (not characters)."""
 
 # A JSON string can spell one byte of body as six (``\\u0000``), and the envelope
-# adds names and a cwd: no valid letter is larger than this, so no reader ever
-# needs to read past it (INV-09).
-LETTER_READ_LIMIT = 6 * BODY_CAP + 64 * 1024
+# adds names and a cwd: no valid letter of any readable version is larger than this,
+# so no reader ever needs to read past it (INV-09).
+LETTER_READ_LIMIT = 6 * max(rules_of(v).body_cap for v in READABLE_VERSIONS) + 64 * 1024
 
 # The grammar, for the schemas; is_message_id checks it by hand, as importing
 # ``re`` would cost a hook-run ``send`` more than the send itself.
@@ -50,9 +93,6 @@ ID_PATTERN = r"^[0-9]{13}-[0-9a-f]{8}$"
 _DIGITS = frozenset("0123456789")
 _LOWER_HEX = frozenset("0123456789abcdef")
 SUFFIX = ".json"
-
-_SENDER_KEYS = {"kind", "name", "address", "cwd"}
-_MESSAGE_KEYS = {"v", "id", "from", "replyTo", "sentAt", "body"}
 
 
 class Sender(Value):
@@ -85,6 +125,7 @@ class Message(Value):
     body: Final[str]
     reply_to: Final[str | None]
     v: Final[int]
+    """The letter's version: the one pipost writes, unless read from a letter."""
 
     def __init__(
         self,
@@ -93,14 +134,14 @@ class Message(Value):
         sent_at: int,
         body: str,
         reply_to: str | None = None,
-        v: int = VERSION,
+        v: int | None = None,
     ) -> None:
         self.id = id
         self.sender = sender
         self.sent_at = sent_at
         self.body = body
         self.reply_to = reply_to
-        self.v = v
+        self.v = VERSION if v is None else v
 
     @property
     def file_name(self) -> str:
@@ -148,6 +189,13 @@ class Rejected(Value):
 def bad_field(field: str, reason: str) -> Rejected:
     """A wrong value, a missing field or an unknown one: ``field`` names it."""
     return Rejected("bad_field", reason, field=field)
+
+
+def unreadable_version(readable: tuple[int, ...]) -> str:
+    """Why a ``v`` is refused, naming the versions that are read."""
+    if len(readable) == 1:
+        return f"v is not {readable[0]}"
+    return f"v is not one of {', '.join(map(str, readable))}"
 
 
 class EnvelopeError(ValueError):
@@ -293,15 +341,20 @@ def _is_int(value: object) -> bool:
 def _from_json(data: object) -> Message | Rejected:
     if not isinstance(data, dict):
         return Rejected("not_object", "not a JSON object")
-    unknown = set(data) - _MESSAGE_KEYS
+    readable = _is_int(data.get("v")) and data["v"] in READABLE_VERSIONS
+    version: int = data["v"] if readable else VERSION
+    # A letter of a version this reader does not read is judged by the rules of the
+    # version it writes, so the checks keep their order whatever the v.
+    rules = rules_of(version)
+    unknown = set(data) - rules.fields
     if unknown:
         return bad_field(min(unknown), f"unknown fields {sorted(unknown)}")
-    if not _is_int(data.get("v")) or data["v"] != VERSION:
-        return bad_field("v", "v is not 1")
+    if not readable:
+        return bad_field("v", unreadable_version(READABLE_VERSIONS))
     sender = data.get("from")
     if not isinstance(sender, dict):
         return bad_field("from", "from is not an object")
-    unknown = set(sender) - _SENDER_KEYS
+    unknown = set(sender) - rules.sender_fields
     if unknown:
         return bad_field("from." + min(unknown), f"unknown fields in from {sorted(unknown)}")
     kind, name = sender.get("kind"), sender.get("name")
@@ -329,6 +382,7 @@ def _from_json(data: object) -> Message | Rejected:
         sent_at=data["sentAt"],
         body=data["body"],
         reply_to=reply_to,
+        v=version,
     )
     problem = _check(message)
     return message if problem is None else problem
@@ -339,8 +393,9 @@ def _check(message: Message) -> Rejected | None:
     problem = _check_envelope(message)
     if problem is not None:
         return problem
-    if body_size(message.body) > BODY_CAP:
-        return bad_field("body", f"body is over {BODY_CAP} bytes")
+    cap = rules_of(message.v).body_cap
+    if body_size(message.body) > cap:
+        return bad_field("body", f"body is over {cap} bytes")
     if not _is_text(message.body):
         return bad_field("body", _SURROGATES)
     return None

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pipost import jsontext
 from pipost.address import address_of, is_address
-from pipost.message import Rejected, bad_field
+from pipost.message import Rejected, bad_field, unreadable_version
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 
 VERSION = 1
+"""The version pipost writes (records' ``v``): always the last of READABLE_VERSIONS."""
+READABLE_VERSIONS = (1,)
+"""The versions :func:`parse` accepts: a record written by an older pipost still
+names its session after a bump."""
 HEARTBEAT_MS = 30_000
 LIVE_WINDOW_MS = 45_000
 SWEEP_AFTER_MS = 7 * 24 * 3600 * 1000
@@ -158,9 +162,19 @@ def temporary_is_sweepable(name: str, age_ms: int) -> bool:
 
 # -- the record on disk -------------------------------------------------------------
 
-_KNOWN = frozenset(
-    ("v", "address", "sessionId", "name", "cwd", "pid", "pidStart", "startedAt", "lastSeen")
-)
+KNOWN_FIELDS = {
+    1: frozenset(
+        ("v", "address", "sessionId", "name", "cwd", "pid", "pidStart", "startedAt", "lastSeen")
+    ),
+}
+"""The fields each version defines (any other is another writer's, kept as
+``extra``), keyed by the version that changed them: a record is read by the row of
+its ``v``, or, when its version changed none, by the row of the latest before it."""
+
+
+def known_fields(version: int) -> frozenset[str]:
+    """The fields a record of ``version`` (a readable one) defines."""
+    return KNOWN_FIELDS[max(since for since in KNOWN_FIELDS if since <= version)]
 
 
 def to_json(record: Record) -> dict[str, Any]:
@@ -214,8 +228,9 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
     if type(data) is not dict:
         return Rejected("not_object", "not a JSON object")
     get = data.get
-    if type(get("v")) is not int or data["v"] != VERSION:
-        return bad_field("v", "v is not 1")
+    version = get("v")
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        return bad_field("v", unreadable_version(READABLE_VERSIONS))
     # "\ud800" is valid JSON but no text: it would crash hashing and printing. Only
     # a \u escape can spell one, so a record without any needs no check.
     escaped = b"\\u" in raw
@@ -242,6 +257,7 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
         return bad_field("address", "address is not the address of sessionId")
     if file_name is not None and file_name != address + ".json":
         return Rejected("id_mismatch", "file name is not the address")
+    known = known_fields(version)
     return Record(
         address=address,
         session_id=data["sessionId"],
@@ -251,7 +267,7 @@ def parse(raw: bytes, file_name: str | None = None) -> Record | Rejected:
         last_seen=last_seen,
         pid=pid,
         pid_start=pid_start,
-        extra={} if _KNOWN.issuperset(data) else {k: v for k, v in data.items() if k not in _KNOWN},
+        extra={} if known.issuperset(data) else {k: v for k, v in data.items() if k not in known},
     )
 
 

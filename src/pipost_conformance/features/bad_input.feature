@@ -68,7 +68,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
 
     Examples: wrong version, bad field types, bad addresses, an id that is not its file name
       | field        | value                    | reason                                |
-      | v            | 2                        | "bad_field" with field "v"            |
+      | v            | 0                        | "bad_field" with field "v"            |
       | v            | "1"                      | "bad_field" with field "v"            |
       | sentAt       | "1796078534000"          | "bad_field" with field "sentAt"       |
       | body         | 42                       | "bad_field" with field "body"         |
@@ -125,7 +125,7 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
       | an empty file                                   |
       | half of a record, cut off mid-write             |
       | a JSON array                                    |
-      | a record of version 2                           |
+      | a record of version 0                           |
       | a record whose pid is text                      |
       | a record without a cwd                          |
       | a record whose address is not its session id's  |

@@ -13,18 +13,18 @@ Feature: The command line as SPEC 8 has it, run as a separate process
     And I work in "{scratch}/gtm"
 
   @INV-21
-  Scenario: a send to a name writes one v1 letter named after its id, and prints queued
+  Scenario: a send to a name writes one letter named after its id, and prints queued
     When at the shell I run pi-post send --to dashboard --body "main moved; rebase before you push"
     Then it succeeds, printing "queued {dashboard.address} <id>"
     And the mailbox of "dashboard" holds just that letter, in a file 0600 named after its id
-    And that letter is a v1 message from the process "process:gtm" in "{scratch}/gtm", with no reply address
+    And that letter is a message of the current version from the process "process:gtm" in "{scratch}/gtm", with no reply address
     And the body of that letter is "main moved; rebase before you push"
 
   @INV-21
   Scenario: the body comes from standard input, the sender's name from --from
     When at the shell I run pi-post send --to cache-fix --from golem:gtmeng-2573 with "gate green\n" on standard input
     Then it succeeds, printing "queued {cache.address} <id>"
-    And that letter is a v1 message from the process "golem:gtmeng-2573" in "{scratch}/gtm", with no reply address
+    And that letter is a message of the current version from the process "golem:gtmeng-2573" in "{scratch}/gtm", with no reply address
     And the body of that letter is "gate green\n"
 
   @INV-21 @INV-16

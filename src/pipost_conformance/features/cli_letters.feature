@@ -15,7 +15,7 @@ Feature: Letters cross between the command line and pi-post 0.7 both ways
     When at the shell I give pi-post the arguments "send", "--to", "dashboard", "--body", "<body>"
     Then it succeeds, printing "queued {dashboard.address} <id>"
     And that letter is the wire form, byte for byte as pi-post 0.7 writes it
-    And that letter is a v1 message from the process "process:gtm" in "{scratch}/gtm", with no reply address
+    And that letter is a message of the current version from the process "process:gtm" in "{scratch}/gtm", with no reply address
     And the body of that letter is "<body>"
 
     Examples:

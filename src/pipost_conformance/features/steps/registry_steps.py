@@ -56,7 +56,7 @@ def _garbage(the: World, label: str, description: str) -> tuple[str, bytes]:
         "an empty file": (name, b""),
         "half of a record, cut off mid-write": (name, whole[: len(whole) // 2]),
         "a JSON array": (name, b"[]"),
-        "a record of version 2": (name, json.dumps({**record, "v": 2}).encode()),
+        "a record of version 0": (name, json.dumps({**record, "v": 0}).encode()),
         "a record whose pid is text": (name, json.dumps({**record, "pid": "123"}).encode()),
         "a record without a cwd": (name, json.dumps({**record, "cwd": None}).encode()),
         "a record whose address is not its session id's": (
