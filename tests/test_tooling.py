@@ -87,3 +87,13 @@ def test_the_constraints_are_what_nox_installs() -> None:
     installs = re.findall(r"session\.install\(([^)]*)\)", noxfile)
     unconstrained = [i for i in installs if "CONSTRAINTS" not in i and "--upgrade" not in i]
     assert unconstrained == []
+
+
+def test_the_workflow_a_port_copies_from_the_docs_is_valid(tmp_path: Path) -> None:
+    docs = (CHECKOUT / "docs" / "conformance.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"```yaml\n(.*?)```", docs, re.DOTALL)
+    copied = tmp_path / "pi-post.yml"
+    copied.write_text(example, encoding="utf-8")
+    checked = validate(copied)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "/.github/workflows/conformance.yml@" in example

@@ -515,6 +515,26 @@ FAULTS: tuple[Fault, ...] = (
             ),
         ),
     ),
+    Fault(
+        "a reader of only the version it writes (a bump would strand the mail queued)",
+        _one("message.py", 'data["v"] in READABLE_VERSIONS', 'data["v"] == VERSION'),
+        (
+            tests(
+                "test_message.py",
+                "test_after_a_bump_the_reference_letters_still_parse_and_keep_v1",
+            ),
+            tests("test_contract_bump.py"),
+        ),
+    ),
+    Fault(
+        "the contract gate takes a new message field for compatible",
+        _one(
+            "compatibility.py",
+            'Rule("message.field-added", _CLOSED, "field", ADDED, True,',
+            'Rule("message.field-added", _CLOSED, "field", ADDED, False,',
+        ),
+        (tests("test_compatibility.py", "test_each_change_has_its_rule"),),
+    ),
 )
 
 
