@@ -904,6 +904,53 @@ def test_start_records_the_real_process_start_time(root: Path, hosts: Callable[.
     assert record.pid_start == OsProcessTable().start_token(os.getpid())
 
 
+def test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on(
+    root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    """The heartbeat inside serve(): not before 30 s, then at 30 s, and again 30 s
+    later, with the mail still flowing after each refresh (INV-14, INV-15). Both
+    clocks are the test's; the loop polls every 10 ms of real time."""
+    time_ = SteppedTime()
+    context = Recording()
+    receiver = hosts(post, context, kernel_events=False, poll_s=0.01, monotonic=time_.monotonic)
+    receiver.start()
+    thread = serving(receiver)
+
+    def last_seen() -> int | None:
+        record = registry.read(root, ADDRESS)
+        return None if record is None else record.last_seen
+
+    def served(body: str) -> bool:
+        """A letter sent now is entered: the loop went round at the time now set, and
+        once two are, the round that took the first has also looked at the heartbeat."""
+        message = deposit(root, body, clock.now)
+        return eventually(lambda: message.id in context.ids)
+
+    try:
+        assert served("at start")  # serve() has set its first heartbeat's time
+        time_.now += 29
+        clock.now += 29 * SECOND_MS
+        assert served("at 29 s") and served("still at 29 s")
+        early = last_seen()
+
+        time_.now += 1
+        clock.now += SECOND_MS
+        first = eventually(lambda: last_seen() == NOW + 30 * SECOND_MS)
+        after_first = served("after the first refresh")
+
+        time_.now += 30
+        clock.now += 30 * SECOND_MS
+        second = eventually(lambda: last_seen() == NOW + 60 * SECOND_MS)
+        alive = thread.is_alive()
+    finally:
+        halt(receiver, thread)
+
+    assert early == NOW, "no refresh before 30 s"
+    assert first, "refreshed at 30 s"
+    assert after_first and alive, "serving on after the refresh"
+    assert second, "refreshed again 30 s later"
+
+
 # -- INV-23: failures are contained ---------------------------------------------------------
 
 
