@@ -963,9 +963,18 @@ def test_the_quarantine_command_lists_what_was_set_aside(tmp_path: Path) -> None
     folder.mkdir(parents=True, mode=0o700)
     (folder / "0000000000001-00000000.json").write_bytes(b"\x1b[31m")
     set_aside(root, address, "0000000000001-00000000.json", "not JSON: \x1b[31m")
+    other = address_of("second-session")  # sorted after a stray folder and the first
+    assert address < other
+    (root / "inbox" / other).mkdir(mode=0o700)
+    (root / "inbox" / other / "0000000000002-00000000.json").write_bytes(b"{")
+    set_aside(root, other, "0000000000002-00000000.json", "not JSON")
+    (root / "quarantine" / "lost+found").mkdir()
     ran = run(["quarantine"], root)
     assert ran.code == 0
-    assert ran.stdout == f"{address} 0000000000001-00000000.json — not JSON: \\x1b[31m\n"
+    assert ran.stdout == (
+        f"{address} 0000000000001-00000000.json — not JSON: \\x1b[31m\n"
+        f"{other} 0000000000002-00000000.json — not JSON\n"
+    )
 
 
 def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:

@@ -140,6 +140,26 @@ def test_past_the_cap_the_oldest_are_evicted_and_named(root: Path) -> None:
     assert len(os.listdir(root / "quarantine" / ADDRESS)) == 2 * quarantine.CAP
 
 
+def test_the_listing_holds_every_address_and_passes_over_what_is_no_address(
+    root: Path,
+) -> None:
+    """A folder in quarantine/ that is no address (a stray one, sorted before the
+    addresses or among them) is passed over; the letters of every address are listed."""
+    addresses = ["s-00000000000a", ADDRESS, "s-fffffffffff0"]
+    for number, address in enumerate(addresses):
+        name = f"000000000000{number}-00000000.json"
+        folder = root / "inbox" / address
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"{not json")
+        set_aside(root, address, name, f"bad {number}")
+    (root / "quarantine" / "lost+found").mkdir()
+    (root / "quarantine" / "s-0123456789ab.bak").mkdir()
+    listed = quarantine.quarantined(root)
+    assert [(q.address, q.reason) for q in listed] == [
+        (address, f"bad {number}") for number, address in enumerate(addresses)
+    ]
+
+
 def test_listing_the_quarantine_changes_nothing(root: Path) -> None:
     bad_letter(root, "0000000000001-00000000.json")
     set_aside(root, ADDRESS, "0000000000001-00000000.json", "not JSON")
