@@ -7,6 +7,7 @@ a test double, and the backoff's monotonic clock where a test must move it.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -1260,6 +1261,20 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
     assert context.holds(delivery.message.id) is None
 
 
+def test_a_message_without_a_reply_address_gives_the_command_an_empty_reply_to(
+    tmp_path: Path,
+) -> None:
+    """PI_POST_MESSAGE_REPLY_TO is always set (listen --help), empty when there is
+    nowhere to reply; never another word that a reply would be sent to."""
+    message = new_message(Sender("process", "cron"), "nightly", NOW)
+    assert message.reply_to is None
+    command = 'printf %s "${PI_POST_MESSAGE_REPLY_TO-unset}" > "$OUT/reply_to.txt"'
+    context = ExecContext(command, {"OUT": str(tmp_path)})
+
+    assert context.enter(Delivery(message, format.frame(message), True))
+    assert (tmp_path / "reply_to.txt").read_text() == ""
+
+
 def test_a_sender_name_no_environment_can_hold_reaches_the_command_spelled_out(
     tmp_path: Path,
 ) -> None:
@@ -1414,18 +1429,46 @@ def test_a_failing_command_is_retried_with_backoff_and_said_why(
     ]
 
 
+@pytest.mark.parametrize(
+    "command",
+    # The second one exits 0 once ended: it still timed out, and its text may be cut.
+    ["sleep 30", 'trap "exit 0" TERM; sleep 30 & wait'],
+)
 def test_a_command_past_its_timeout_counts_as_a_failure_and_is_retried(
-    root: Path, post: Post, hosts: Callable[..., Host]
+    root: Path, post: Post, hosts: Callable[..., Host], command: str
 ) -> None:
     said: list[str] = []
-    receiver = hosts(post, ExecContext("sleep 30", {}, timeout_s=0.3), say=said.append)
+    receiver = hosts(post, ExecContext(command, {}, timeout_s=0.3), say=said.append)
     message = deposit(root, "too slow", NOW)
 
     receiver.start()
 
     assert queued(root) == [message.file_name]
-    assert receiver.stats.failed_entries == 1
+    assert (receiver.stats.entered, receiver.stats.failed_entries) == (0, 1)
     assert said == [f"message {message.id} stays queued: timed out after 0.3 s; next try in 1 s"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "why"),
+    [
+        ({"BROKEN": "a\0b"}, "embedded null byte"),
+        # Past what exec takes on Linux (one string) and macOS (all of them together).
+        ({"HUGE": "x" * (4 << 20)}, os.strerror(errno.E2BIG)),
+    ],
+    ids=["a NUL byte", "an environment too large"],
+)
+def test_a_command_that_cannot_start_leaves_its_letter_queued_and_says_why(
+    root: Path, post: Post, hosts: Callable[..., Host], environ: dict[str, str], why: str
+) -> None:
+    said: list[str] = []
+    receiver = hosts(post, ExecContext("exit 0", environ), say=said.append)
+    message = deposit(root, "cannot be run", NOW)
+
+    receiver.start()
+
+    assert queued(root) == [message.file_name]
+    assert (receiver.stats.entered, receiver.stats.failed_entries) == (0, 1)
+    assert said == [f"message {message.id} stays queued: could not start: {why}; next try in 1 s"]
 
 
 def test_a_stream_context_writes_one_json_line_per_message() -> None:
