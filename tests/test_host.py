@@ -1008,6 +1008,99 @@ def test_failed_heartbeats_are_counted_and_shutdown_still_completes(
     assert kept is not None and kept.last_seen == NOW  # the last record that was written
 
 
+def test_a_drop_whose_log_cannot_be_written_waits_and_is_logged_on_its_next_try(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No drop without its line in the drop log (INV-05), and a log the disk will not
+    take does not stop the session (INV-23): the letter waits for its next try."""
+    steps = SteppedTime()
+    receiver = hosts(post, Recording(), inbound=Inbound.REFUSE, monotonic=steps.monotonic)
+    receiver.start()
+    message = deposit(root, "refused once the log can say so", NOW)
+    real_record = droplog.record
+
+    def disk_full(where: Any, drop: droplog.Drop) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(droplog, "record", disk_full)
+    deferred = receiver.drain()
+    waiting = receiver.drain()  # before its next try
+    assert deferred == [
+        Outcome(
+            message.file_name,
+            Action.DEFERRED,
+            "No space left on device; next try in 1 s",
+            message.id,
+        )
+    ]
+    assert waiting == []
+    assert queued(root) == [message.file_name]
+    assert receiver.stats.dropped == 0
+
+    monkeypatch.setattr(droplog, "record", real_record)
+    steps.now += host.RETRY_FIRST_S
+    assert [(o.action, o.message_id) for o in receiver.drain()] == [(Action.DROP, message.id)]
+    assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [
+        (message.file_name, "refused")
+    ]
+    assert queued(root) == []
+
+
+def test_a_letter_that_cannot_be_set_aside_waits_and_the_mail_behind_it_flows(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """A quarantine the receiver cannot make (a file stands where its folder goes)
+    keeps the bad letter queued, never delivered nor destroyed (INV-10), and the
+    session goes on (INV-23); once it can be made, the next try sets it aside."""
+    steps = SteppedTime()
+    context = Recording()
+    receiver = hosts(post, context, monotonic=steps.monotonic)
+    receiver.start()
+    bad_name = f"{NOW - 5:013d}-0badc0de.json"  # sorts first: it must not block the rest
+    (Path(mailbox.inbox_of(root, ADDRESS)) / bad_name).write_bytes(b"{")
+    good = deposit(root, "behind the bad one", NOW)
+    (root / "quarantine").write_text("not a folder")
+
+    outcomes = receiver.drain()
+
+    assert [(o.name, o.action) for o in outcomes] == [
+        (bad_name, Action.DEFERRED),
+        (good.file_name, Action.ENTER),
+    ]
+    assert outcomes[0].reason is not None and outcomes[0].reason.endswith("next try in 1 s")
+    assert context.ids == [good.id]
+    assert queued(root) == [bad_name]
+    assert receiver.stats.set_aside == 0
+
+    (root / "quarantine").unlink()
+    steps.now += host.RETRY_FIRST_S
+    assert [(o.name, o.action) for o in receiver.drain()] == [(bad_name, Action.SET_ASIDE)]
+    assert queued(root) == []
+    assert (Path(quarantine.quarantine_of(root, ADDRESS)) / bad_name).read_bytes() == b"{"
+
+
+def test_a_letter_evicted_from_the_full_quarantine_is_logged(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """The quarantine is bounded, but never silently (INV-05, INV-10)."""
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
+    inbox.mkdir(parents=True)
+    full = [f"{n:013d}-00000000.json" for n in range(quarantine.CAP)]
+    for name in full:
+        (inbox / name).write_bytes(b"{")
+        helpers.set_aside(root, ADDRESS, name, "not JSON")
+    bad_name = f"{NOW:013d}-0badc0de.json"
+    (inbox / bad_name).write_bytes(b"{")
+
+    hosts(post, Recording()).start()
+
+    assert [(d.letter, d.sender, d.reason.split(":")[0]) for d in drops(root)] == [
+        (bad_name, "?", "malformed"),
+        (full[0], "?", "removed from the full quarantine (oldest first)"),
+    ]
+    assert [entry.name for entry in quarantine.quarantined(root)] == [*full[1:], bad_name]
+
+
 @pytest.fixture
 def told(hosts: Callable[..., Host]) -> Callable[..., tuple[Host, list[str]]]:
     """A host whose ``say`` lines are kept."""
