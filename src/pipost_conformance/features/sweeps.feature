@@ -22,6 +22,21 @@ Feature: Sweeps: messages outrank tidiness
       | live     | 10 seconds         | 0      | kept    |
 
   @INV-17 @must
+  Scenario: the sweep judges every record: a live or stalled one does not shield the stale ones after it
+    # By address, "dave" comes first, then "alice", "carol", "erin" and "bob".
+    Given an offline session "dave" in "{scratch}/home/dev/dave" last seen 30 days ago
+    And a live session "alice" in "{scratch}/home/dev/alice"
+    And an offline session "carol" in "{scratch}/home/dev/carol" last seen 30 days ago
+    And an offline session "erin" in "{scratch}/home/dev/erin" last seen 30 days ago
+    And a stalled session "bob" in "{scratch}/home/dev/bob"
+    When the post office is swept
+    Then the record of "dave" was removed
+    And the record of "carol" was removed
+    And the record of "erin" was removed
+    And the record of "alice" was kept
+    And the record of "bob" was kept
+
+  @INV-17 @must
   Scenario: a session offline for a year keeps its mail, its mailbox and its record
     Given an offline session "hermit" in "{scratch}/home/dev/hermit" last seen 365 days ago
     And I sent "still waiting for you" to "hermit"
