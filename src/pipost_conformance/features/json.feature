@@ -48,14 +48,17 @@ Feature: --json documents for scripts, valid against the shipped schema
 
   @INV-16 @INV-10 @INV-13
   Scenario: peek --json gives each letter's id, sender, time and body, or why it is not a message
+    # The second letter is a message in a file not named after its id: a receiver sets it aside.
     Given the mailbox of "dashboard" holds the letter pi-post 0.7 wrote, "1796078534364-bb43be6c.json"
     And the mailbox of "dashboard" holds a file "0000000000001-00000000.json" that is not JSON
+    And the mailbox of "dashboard" holds the letter pi-post 0.7 wrote, "1796078534364-bb43be6c.json", named "0000000000002-00000000.json"
     When at the shell I run pi-post peek dashboard --json
     Then it exits 0, printing a "peek" document the shipped schema accepts
     And the document's "address" is "{dashboard.address}"
     And the document's "letters" are, each with its "name", "id", "from.name", "sentAt", "body" and "rejected":
       | name                        | id                     | from.name   | sentAt                   | body                               | rejected |
       | 0000000000001-00000000.json | -                      | -           | -                        | -                                  | <any>    |
+      | 0000000000002-00000000.json | -                      | -           | -                        | -                                  | <any>    |
       | 1796078534364-bb43be6c.json | 1796078534364-bb43be6c | process:gtm | 2026-11-30T22:42:14.364Z | main moved; rebase before you push | -        |
     And the command wrote nothing
 

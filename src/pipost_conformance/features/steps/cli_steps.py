@@ -352,10 +352,17 @@ def no_post_office(context: Context) -> None:
 
 @given(f"the mailbox of {QUOTED} holds the letter pi-post 0.7 wrote, {QUOTED}")
 def reference_letter(context: Context, label: str, name: str) -> None:
+    reference_letter_renamed(context, label, name, name)
+
+
+@given(f"the mailbox of {QUOTED} holds the letter pi-post 0.7 wrote, {QUOTED}, named {QUOTED}")
+def reference_letter_renamed(context: Context, label: str, name: str, named: str) -> None:
+    """A letter as the reference wrote it, in a file of another name when ``named``
+    is not ``name``: its id then is not its file name."""
     me = shell(context)
     address = me.addresses[label]
     data = (INTEROP / "messages" / f"{address}--{name}").read_bytes()
-    write_private(me.root / "inbox" / address / name, data)
+    write_private(me.root / "inbox" / address / named, data)
 
 
 @given(f"the mailbox of {QUOTED} holds (\\d+) letters")
