@@ -1,4 +1,4 @@
-"""Shared pytest configuration: Hypothesis profiles.
+"""Shared pytest configuration: Hypothesis profiles, and the machine's time zone.
 
 Profiles:
 - ``gate`` (default): quick enough for every CI run.
@@ -7,7 +7,10 @@ Profiles:
 """
 
 import os
+import time
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # The kit's marker, for the tests of tests/invariants that import its machines.
@@ -26,3 +29,25 @@ settings.register_profile(
     deadline=None,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "gate"))
+
+
+TIME_ZONES = ("UTC0", "<+1345>-13:45")
+"""UTC, and a zone far from it whose offset has minutes and moves the date (POSIX
+rules, so no time zone database is needed): what pipost prints is UTC in both."""
+
+
+@pytest.fixture(params=TIME_ZONES)
+def time_zone(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The machine's time zone (TZ), for a test of a time pipost prints: it runs
+    once under each of TIME_ZONES, so the gate does not depend on where it runs."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = request.param
+    time.tzset()
+    try:
+        yield request.param
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()

@@ -562,6 +562,7 @@ def test_design_lists_every_command_pipost_adds() -> None:
 # -- pipost's own commands: what they print -------------------------------------------------
 
 
+@pytest.mark.usefixtures("time_zone")
 def test_an_empty_drop_log_says_so(tmp_path: Path) -> None:
     root = tmp_path / "post"
     assert run(["log"], root) == Ran(0, "the drop log is empty\n", "")
@@ -815,6 +816,7 @@ def test_undecodable_file_names_reach_a_strict_terminal_spelled_out(tmp_path: Pa
     assert shown[1].startswith("(not a message: \\udcff\\udcfe.json — ")
 
 
+@pytest.mark.usefixtures("time_zone")
 def test_peek_shows_a_hostile_body_on_one_legible_line(tmp_path: Path) -> None:
     """pipost's rendering (format.one_line, format.visible): line breaks and tabs
     are spaces, every other control and bidi control is spelled out."""

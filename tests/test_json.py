@@ -107,6 +107,7 @@ def test_the_schema_refuses_what_is_not_a_listing(mistake: dict[str, Any]) -> No
 # -- the documents carry the facts -------------------------------------------------------
 
 
+@pytest.mark.usefixtures("time_zone")
 def test_list_gives_every_session_in_listing_order_with_presence_and_queued(tree: Tree) -> None:
     shown = run_json(["list", "--all"], tree.root)
     by_address = {s["address"]: s for s in shown["sessions"]}
@@ -190,6 +191,7 @@ def test_a_refused_target_prints_no_document(tree: Tree, handle: str) -> None:
         assert ran.stderr.startswith("pi-post: ")
 
 
+@pytest.mark.usefixtures("time_zone")
 def test_peek_gives_each_letter_with_its_id_sender_time_and_body_or_why_not(tree: Tree) -> None:
     shown = run_json(["peek", tree.offline.address], tree.root)
     assert shown["address"] == tree.offline.address
@@ -216,6 +218,7 @@ def test_quarantine_gives_each_letter_set_aside_with_its_reason_and_path(tree: T
     assert abs(entry["since"]["ms"] - os.lstat(entry["path"] + ".reason").st_mtime * 1000) < 1
 
 
+@pytest.mark.usefixtures("time_zone")
 def test_log_gives_every_drop_and_an_empty_log_is_an_empty_list(tmp_path: Path) -> None:
     root = tmp_path / "post"
     assert run_json(["log"], root)["drops"] == []
