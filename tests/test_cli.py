@@ -1227,6 +1227,41 @@ def test_input_that_is_not_utf8_is_refused_naming_where_it_came_from(
     assert tree_snapshot(root) == before
 
 
+NOT_UTF8_LOCALES = {
+    "a C locale without UTF-8 mode": {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"},
+    "a Latin-1 terminal": {"PYTHONIOENCODING": "latin-1"},
+}
+"""Settings under which Python would read the arguments as ASCII, or write standard
+output in Latin-1: made by variables, as no such locale need be installed."""
+
+
+@pytest.mark.parametrize("settings", NOT_UTF8_LOCALES.values(), ids=NOT_UTF8_LOCALES.keys())
+def test_a_locale_that_is_not_utf8_changes_nothing_pi_post_reads_or_prints(
+    tmp_path: Path, target: Record, settings: dict[str, str]
+) -> None:
+    """Arguments are the UTF-8 text their bytes are, and what pi-post prints is UTF-8,
+    whatever the locale: never a refusal of good text, never a traceback."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PI_POST_DIR": str(tmp_path / "post"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        **settings,
+    }
+
+    def pi_post(*argv: str) -> subprocess.CompletedProcess[bytes]:
+        command = [sys.executable, "-m", "pipost", *argv]
+        return subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, timeout=60)
+
+    sent = pi_post("send", "--to", target.address, "--from", "Zoë", "--body", "ça — va")
+    assert (sent.returncode, sent.stderr) == (0, b"")
+    peeked = pi_post("peek", target.address)
+    assert (peeked.returncode, peeked.stderr) == (0, b"")
+    assert peeked.stdout.decode("utf-8").endswith(" Zoë: ça — va\n")
+    refused = pi_post("send", "--to", "café", "--body", "x")
+    assert refused.returncode == 1
+    assert refused.stderr.decode("utf-8").startswith('pi-post: "café" is not an address')
+
+
 def test_a_working_directory_that_is_not_utf8_is_named_as_such(
     tmp_path: Path, target: Record
 ) -> None:

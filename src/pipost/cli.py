@@ -360,13 +360,14 @@ def _one(positional: list[str], command: str, what: str) -> str:
 
 
 def _text(value: str, source: str) -> str:
-    """``value``, from the command line or the environment, where undecodable bytes
-    arrive as lone surrogates: refused, saying where it came from."""
+    """``value``, from the command line or the environment, as the UTF-8 text its
+    bytes are, whatever the locale Python decoded them with (a C locale without
+    UTF-8 mode takes only ASCII); bytes that are not UTF-8, which arrive as lone
+    surrogates, are refused, saying where they came from."""
     try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+        return os.fsencode(value).decode("utf-8")
+    except UnicodeError:
         raise UsageError(f"{source} is not valid UTF-8 text") from None
-    return value
 
 
 def _session_address(session_id: str, source: str) -> str:
@@ -805,6 +806,7 @@ def run(argv: Sequence[str], ctx: Context) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _write_utf8()
     ctx = Context()
     try:
         code = run(sys.argv[1:] if argv is None else argv, ctx)
@@ -814,6 +816,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (StdoutClosed, BrokenPipeError):
         return _end_on_a_closed_pipe()
+
+
+def _write_utf8() -> None:
+    """Standard output and error in UTF-8, as the letters, the arguments and standard
+    input are, whatever the locale says: a name a C or Latin-1 locale cannot
+    encode must not end a command with a traceback (nor a JSON line be cut)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or ""
+        if encoding.lower().replace("-", "").replace("_", "") != "utf8":
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(encoding="utf-8", errors=stream.errors)  # stderr's kept
 
 
 def _end_on_a_closed_pipe() -> int:
