@@ -293,6 +293,12 @@ def unprivileged_scratch() -> Iterator[Path]:
         shutil.rmtree(scratch)
 
 
+C_LOCALE_WITHOUT_UTF8_MODE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+"""The environment of a process under the C locale that Python neither coerces to
+C.UTF-8 nor meets in UTF-8 mode: it reads its arguments, and encodes a child's
+environment, as ASCII."""
+
+
 def python_in(root: Path, code: str) -> str:
     """What ``code`` prints, run by a fresh interpreter with PI_POST_DIR at ``root``
     and nothing else of this environment: what a command imports shows only in a

@@ -28,6 +28,7 @@ from pipost.post import Post
 from pipost.session import Record
 from pipost_conformance import INTEROP
 from tests.helpers import (
+    C_LOCALE_WITHOUT_UTF8_MODE,
     NOW,
     FakeProcessTable,
     FixedClock,
@@ -1228,7 +1229,7 @@ def test_input_that_is_not_utf8_is_refused_naming_where_it_came_from(
 
 
 NOT_UTF8_LOCALES = {
-    "a C locale without UTF-8 mode": {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"},
+    "a C locale without UTF-8 mode": C_LOCALE_WITHOUT_UTF8_MODE,
     "a Latin-1 terminal": {"PYTHONIOENCODING": "latin-1"},
 }
 """Settings under which Python would read the arguments as ASCII, or write standard

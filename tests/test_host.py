@@ -11,6 +11,8 @@ import errno
 import io
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -1378,6 +1380,37 @@ def test_a_sender_name_no_environment_can_hold_reaches_the_command_spelled_out(
 
     assert context.enter(Delivery(message, format.frame(message), True))
     assert (tmp_path / "from.txt").read_text() == "a\\x00b"
+
+
+def test_a_sender_name_a_c_locale_cannot_encode_reaches_the_command_in_utf8(
+    tmp_path: Path,
+) -> None:
+    """Under a C locale without Python's UTF-8 mode the command's environment could
+    only be ASCII: a message from "Zoë" would never start one, and stay queued for
+    ever. Its variables are the UTF-8 of the message's text whatever the locale."""
+    out = tmp_path / "from.txt"
+    # In ASCII: that locale reads the arguments, this code among them, as ASCII.
+    probe = (
+        "from pipost import format\n"
+        "from pipost.host import Delivery, ExecContext\n"
+        "from pipost.message import Sender, new_message\n"
+        f"message = new_message(Sender('process', 'Zo\\u00eb'), 'hello', {NOW})\n"
+        'context = ExecContext(\'printf %s "$PI_POST_MESSAGE_FROM" > "$OUT"\', '
+        f"{{'OUT': {str(out)!r}}})\n"
+        "print(context.enter(Delivery(message, format.frame(message), True)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            **helpers.C_LOCALE_WITHOUT_UTF8_MODE,
+        },
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"True\n", b"")
+    assert out.read_bytes() == "Zoë".encode()
 
 
 def test_a_stop_requested_during_a_drain_leaves_the_rest_of_the_mail_queued(

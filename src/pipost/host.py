@@ -607,16 +607,19 @@ class ExecContext:
         if self._stopping:
             raise EntryFailed("the session is stopping")
         message = delivery.message
-        env = dict(self.environ)
-        env.update(
-            PI_POST_MESSAGE_ID=message.id,
+        about = {
+            "PI_POST_MESSAGE_ID": message.id,
             # Spelled out as on a terminal: a NUL byte or a lone surrogate in a
             # stranger's name must not keep the command from ever starting.
-            PI_POST_MESSAGE_FROM=format.visible(message.sender.name),
-            PI_POST_MESSAGE_REPLY_TO=message.reply_to or "",
-            PI_POST_WAKE="1" if delivery.wake else "0",
-        )
+            "PI_POST_MESSAGE_FROM": format.visible(message.sender.name),
+            "PI_POST_MESSAGE_REPLY_TO": message.reply_to or "",
+            "PI_POST_WAKE": "1" if delivery.wake else "0",
+        }
         try:
+            # As bytes: the inherited variables as they came, the message's text in
+            # UTF-8 as the letter has it, whatever the locale could encode.
+            env = {os.fsencode(name): os.fsencode(value) for name, value in self.environ.items()}
+            env.update((name.encode(), value.encode("utf-8")) for name, value in about.items())
             process = subprocess.Popen(
                 ["/bin/sh", "-c", self.command],
                 stdin=subprocess.PIPE,
