@@ -527,6 +527,93 @@ FAULTS: tuple[Fault, ...] = (
         ),
     ),
     Fault(
+        "a serving host that never refreshes its record (issue 16)",
+        _one("host.py", "                self.beat()\n", ""),
+        (tests(HOST_TESTS, "test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on"),),
+    ),
+    Fault(
+        "the quarantine listing keeps only the last address (issue 16)",
+        _one(
+            "quarantine.py",
+            "                found += _entries_in(below, address)\n",
+            "                found = _entries_in(below, address)\n",
+        ),
+        (
+            tests(
+                QUARANTINE_TESTS,
+                "test_the_listing_holds_every_address_and_passes_over_what_is_no_address",
+            ),
+            tests("test_cli.py", "test_the_quarantine_command_lists_what_was_set_aside"),
+        ),
+    ),
+    Fault(
+        "a timed-out command that exits 0 once ended counts as taken (issue 16)",
+        _one(
+            "host.py",
+            "        process.wait()\n        return reason\n",
+            "        process.wait()\n        return reason if process.returncode else None\n",
+        ),
+        (tests(HOST_TESTS, "test_a_command_past_its_timeout_counts_as_a_failure_and_is_retried"),),
+    ),
+    Fault(
+        "a disk failure while dropping or setting aside ends the session (issue 16)",
+        _one(
+            "host.py",
+            "        except OSError as error:\n            delay = self._retry_later(claim)\n",
+            "        except ZeroDivisionError as error:\n"
+            "            delay = self._retry_later(claim)\n",
+        ),
+        (
+            tests(
+                HOST_TESTS,
+                "test_a_drop_whose_log_cannot_be_written_waits_and_is_logged_on_its_next_try",
+                "test_a_letter_that_cannot_be_set_aside_waits_and_the_mail_behind_it_flows",
+            ),
+        ),
+    ),
+    Fault(
+        "a letter evicted from the full quarantine goes unlogged (issue 16)",
+        _one(
+            "host.py",
+            "        for name in moved.evicted:\n"
+            '            log(post, claim, name, "?", "removed from the full quarantine '
+            '(oldest first)")\n',
+            "",
+        ),
+        (tests(HOST_TESTS, "test_a_letter_evicted_from_the_full_quarantine_is_logged"),),
+    ),
+    Fault(
+        "the frame's time in the machine's time zone (issue 16)",
+        _one(
+            "format.py", "fromtimestamp(ms // 1000, tz=datetime.UTC)", "fromtimestamp(ms // 1000)"
+        ),
+        (
+            tests(
+                "test_format.py",
+                "test_iso_time",
+                "test_frame_of_an_empty_body_quotes_one_empty_line",
+            ),
+        ),
+    ),
+    Fault(
+        "a sweep that stops at the first record not offline (issue 16)",
+        _one(
+            "sweep.py",
+            "        if state is not Presence.OFFLINE:\n            continue\n",
+            "        if state is not Presence.OFFLINE:\n            break\n",
+        ),
+        (scenarios("sweeps.feature", "^the sweep judges every record"),),
+    ),
+    Fault(
+        "peek reads a letter without its file name (issue 16)",
+        _one(
+            "mailbox.py",
+            "    return Letter(name, parse(raw, name))\n",
+            "    return Letter(name, parse(raw))\n",
+        ),
+        (scenarios("json.feature", "^peek --json gives each letter"),),
+    ),
+    Fault(
         "the contract gate takes a new message field for compatible",
         _one(
             "compatibility.py",
