@@ -29,6 +29,7 @@ INTEROP_BODY = "main moved; rebase before you push"
 
 CURRENT = message.VERSION
 NEXT = CURRENT + 1
+READ = message.READABLE_VERSIONS
 NEXT_CAP = message.BODY_CAP // 2
 BETWEEN_THE_CAPS = "x" * (NEXT_CAP + 1)
 """A body the current version allows and the next refuses."""
@@ -110,12 +111,13 @@ def bump_with_a_narrower_cap(copy: Copy) -> None:
     copy.run("-m", "pipost", "contract", "bump", "interop")
     refused = copy.run("-m", "pipost", "contract", "--pin", check=False)
     assert refused.returncode == 1
-    assert f"driver: its schema carries message v{CURRENT}, but pipost writes " in refused.stdout
+    assert f"driver: its schema carries message v{CURRENT}, but pipost reads " in refused.stdout
     copy.run("-m", "pipost", "contract", "bump", "driver")
+    each = [{"$ref": f"urn:pi-post:schema:message:v{v}"} for v in (*READ, NEXT)]
     copy.edit(
         f"schemas/driver.v{PROTOCOL + 1}.schema.json",
-        f'"urn:pi-post:schema:message:v{CURRENT}"',
-        f'"urn:pi-post:schema:message:v{NEXT}"',
+        f'"$ref": "urn:pi-post:schema:message:v{CURRENT}"',
+        f'"anyOf": {json.dumps(each)}',
     )
     copy.run("-m", "pipost", "contract", "--pin")
 

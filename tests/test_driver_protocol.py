@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pipost.driver import (
+    PROTOCOL,
     DriverError,
     InProcessDriver,
     Json,
@@ -44,12 +45,12 @@ def pi_post_version() -> str:
 
 
 def test_open_answers_the_protocol_and_what_pipost_is(tmp_path: Path) -> None:
-    (answer,) = served({"id": 1, "op": "open", "args": open_args(tmp_path, protocol=1)})
+    (answer,) = served({"id": 1, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL)})
     assert answer == {
         "id": 1,
         "result": {
             "root": str(tmp_path / "post"),
-            "protocol": 1,
+            "protocol": PROTOCOL,
             "implementation": {
                 "name": "pipost",
                 "version": pi_post_version(),
@@ -87,7 +88,7 @@ def test_a_protocol_the_driver_does_not_speak_is_an_error_and_opens_nothing(
 def test_a_shim_over_serve_names_its_own_implementation(tmp_path: Path) -> None:
     port: dict[str, Json] = {"name": "my-port", "version": "0.3.0", "language": "Python"}
     out = io.StringIO()
-    request = {"id": 1, "op": "open", "args": open_args(tmp_path, protocol=1)}
+    request = {"id": 1, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL)}
     serve(io.StringIO(json.dumps(request) + "\n"), out, implementation=port)
     assert json.loads(out.getvalue())["result"]["implementation"] == port
 
