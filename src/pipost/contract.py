@@ -656,6 +656,15 @@ def contradictions(contents: Mapping[str, Content]) -> list[str]:
     address = fields.get("address") if isinstance(fields, dict) else None
     if not isinstance(address, dict) or address.get("pattern") != ADDRESS_PATTERN:
         problems.append("message: the schema's from.address pattern is not the address grammar")
+    spoken = {
+        int(v)
+        for v in re.findall(r'"protocol": \{"const": ([0-9]+)\}', json.dumps(contents["driver"]))
+    }
+    if spoken != {driver.PROTOCOL}:
+        problems.append(
+            f"driver: its schema's open speaks protocol {sorted(spoken)}, the code "
+            f"{driver.PROTOCOL}"
+        )
     # The driver hands over letters and records as read: of every version read.
     carried = json.dumps(contents["driver"])
     for name, read in (

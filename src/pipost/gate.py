@@ -578,6 +578,8 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
         schema["$id"] = re.sub(rf":v{old}$", f":v{new}", schema["$id"])
         if part in ("message", "record"):
             schema["properties"]["v"] = {**schema["properties"]["v"], "const": new}
+        if part == "driver":
+            _renumber_protocol(schema, old, new)
         target.write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         written = target.relative_to(checkout)
     path.write_text(text, encoding="utf-8")
@@ -591,6 +593,20 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
         f"v{old}), then pi-post contract --pin\n"
     )
     return EXIT_OK
+
+
+def _renumber_protocol(schema: Json, old: int, new: int) -> None:
+    """Every ``"protocol": {"const": old}`` of a driver schema (the open op's request
+    and answer) made ``new``."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "protocol" and isinstance(value, dict) and value.get("const") == old:
+                value["const"] = new
+            else:
+                _renumber_protocol(value, old, new)
+    elif isinstance(schema, list):
+        for item in schema:
+            _renumber_protocol(item, old, new)
 
 
 def diff(first: str, second: str, form: str, out: TextIO) -> int:
