@@ -113,12 +113,12 @@ def bump_with_a_narrower_cap(copy: Copy) -> None:
     assert refused.returncode == 1
     assert f"driver: its schema carries message v{CURRENT}, but pipost reads " in refused.stdout
     copy.run("-m", "pipost", "contract", "bump", "driver")
-    each = [{"$ref": f"urn:pi-post:schema:message:v{v}"} for v in (*READ, NEXT)]
-    copy.edit(
-        f"schemas/driver.v{PROTOCOL + 1}.schema.json",
-        f'"$ref": "urn:pi-post:schema:message:v{CURRENT}"',
-        f'"anyOf": {json.dumps(each)}',
-    )
+    schema = copy.tree / f"src/pipost/schemas/driver.v{PROTOCOL + 1}.schema.json"
+    document = json.loads(schema.read_text(encoding="utf-8"))
+    document["$defs"]["message"] = {
+        "anyOf": [{"$ref": f"urn:pi-post:schema:message:v{v}"} for v in (*READ, NEXT)]
+    }
+    schema.write_text(json.dumps(document, indent=2), encoding="utf-8")
     copy.run("-m", "pipost", "contract", "--pin")
 
 

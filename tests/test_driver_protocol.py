@@ -67,9 +67,12 @@ def test_open_answers_the_protocol_and_what_pipost_is(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("protocol", "error"),
     [
-        ({"protocol": 2}, "open: this driver speaks protocol 1, not 2"),
-        ({"protocol": True}, "open: this driver speaks protocol 1, not True"),
-        ({}, "open: this driver speaks protocol 1, not None"),
+        (
+            {"protocol": PROTOCOL + 1},
+            f"open: this driver speaks protocol {PROTOCOL}, not {PROTOCOL + 1}",
+        ),
+        ({"protocol": True}, f"open: this driver speaks protocol {PROTOCOL}, not True"),
+        ({}, f"open: this driver speaks protocol {PROTOCOL}, not None"),
     ],
 )
 def test_a_protocol_the_driver_does_not_speak_is_an_error_and_opens_nothing(
@@ -104,18 +107,21 @@ def test_the_suite_opens_with_its_protocol_and_keeps_what_the_implementation_is(
         driver.close()
 
 
-SPEAKS_2 = """
+OTHER_PROTOCOL = PROTOCOL + 1
+SPEAKS_ANOTHER = f"""
 import json, sys
 for line in sys.stdin:
     request = json.loads(line)
-    print(json.dumps({"id": request["id"], "result": {"root": "/", "protocol": 2}}), flush=True)
+    result = {{"root": "/", "protocol": {OTHER_PROTOCOL}}}
+    print(json.dumps({{"id": request["id"], "result": result}}), flush=True)
 """
 
 
 def test_an_implementation_answering_another_protocol_breaks_the_run(tmp_path: Path) -> None:
-    driver = SubprocessDriver([sys.executable, "-c", SPEAKS_2], timeout_s=30)
+    driver = SubprocessDriver([sys.executable, "-c", SPEAKS_ANOTHER], timeout_s=30)
+    said = f"answered protocol {OTHER_PROTOCOL}; the suite speaks {PROTOCOL}"
     try:
-        with pytest.raises(TransportError, match="answered protocol 2; the suite speaks 1"):
+        with pytest.raises(TransportError, match=said):
             driver.open(tmp_path, home=str(tmp_path))
     finally:
         driver.close()

@@ -51,7 +51,7 @@ def test_serve_answers_each_request_in_order_with_its_id(tmp_path: Path) -> None
         {"id": 1, "result": {"address": "s-cb61287a5998"}},
         {"id": 2, "result": {"now": DEFAULT_NOW + 5}},
     ]
-    assert opened["protocol"] == 1
+    assert opened["protocol"] == PROTOCOL
 
 
 @pytest.mark.parametrize(
@@ -180,15 +180,16 @@ def fake(behaviour: str) -> list[str]:
 def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
     tmp_path: Path,
 ) -> None:
-    answer = 'print(json.dumps({"id": request["id"], "result": {"protocol": 1}}), flush=True)'
+    result = {"protocol": PROTOCOL}  # what open wants; every other answer is the same
+    answer = f'print(json.dumps({{"id": request["id"], "result": {result}}}), flush=True)'
     driver = SubprocessDriver(fake(f"{answer}\n    if n == 1: sys.exit(3)"), timeout_s=30)
     try:
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == {"protocol": 1}
+        assert driver.call("list") == result
         with pytest.raises(TransportError, match="exited with status 3"):
             driver.call("list")
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == {"protocol": 1}
+        assert driver.call("list") == result
     finally:
         driver.close()
 
