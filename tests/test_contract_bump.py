@@ -111,7 +111,8 @@ def bump_with_a_narrower_cap(copy: Copy) -> None:
     copy.run("-m", "pipost", "contract", "bump", "interop")
     refused = copy.run("-m", "pipost", "contract", "--pin", check=False)
     assert refused.returncode == 1
-    assert f"driver: its schema carries message v{CURRENT}, but pipost reads " in refused.stdout
+    read_now = ", ".join(f"v{v}" for v in (*READ, NEXT))
+    assert f", but pipost reads message {read_now}: bump the driver" in refused.stdout
     copy.run("-m", "pipost", "contract", "bump", "driver")
     schema = copy.tree / f"src/pipost/schemas/driver.v{PROTOCOL + 1}.schema.json"
     document = json.loads(schema.read_text(encoding="utf-8"))
