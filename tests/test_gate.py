@@ -310,6 +310,7 @@ def test_pi_post_contract_in_process_and_as_a_process_print_the_same() -> None:
     [
         (["--format", "yaml"], "pi-post: --format is one of text, json, github, not 'yaml'\n"),
         (["--against"], "pi-post: --against needs a value\n"),
+        (["nonsense"], "pi-post: unexpected 'nonsense' (see pi-post contract --help)\n"),
         (
             ["--frobnicate=1"],
             "pi-post: unknown option --frobnicate for contract (see pi-post contract --help)\n",
