@@ -29,6 +29,7 @@ INTEROP_BODY = "main moved; rebase before you push"
 
 CURRENT = message.VERSION
 NEXT = CURRENT + 1
+READ = message.READABLE_VERSIONS
 NEXT_CAP = message.BODY_CAP // 2
 BETWEEN_THE_CAPS = "x" * (NEXT_CAP + 1)
 """A body the current version allows and the next refuses."""
@@ -110,13 +111,15 @@ def bump_with_a_narrower_cap(copy: Copy) -> None:
     copy.run("-m", "pipost", "contract", "bump", "interop")
     refused = copy.run("-m", "pipost", "contract", "--pin", check=False)
     assert refused.returncode == 1
-    assert f"driver: its schema carries message v{CURRENT}, but pipost writes " in refused.stdout
+    read_now = ", ".join(f"v{v}" for v in (*READ, NEXT))
+    assert f", but pipost reads message {read_now}: bump the driver" in refused.stdout
     copy.run("-m", "pipost", "contract", "bump", "driver")
-    copy.edit(
-        f"schemas/driver.v{PROTOCOL + 1}.schema.json",
-        f'"urn:pi-post:schema:message:v{CURRENT}"',
-        f'"urn:pi-post:schema:message:v{NEXT}"',
-    )
+    schema = copy.tree / f"src/pipost/schemas/driver.v{PROTOCOL + 1}.schema.json"
+    document = json.loads(schema.read_text(encoding="utf-8"))
+    document["$defs"]["message"] = {
+        "anyOf": [{"$ref": f"urn:pi-post:schema:message:v{v}"} for v in (*READ, NEXT)]
+    }
+    schema.write_text(json.dumps(document, indent=2), encoding="utf-8")
     copy.run("-m", "pipost", "contract", "--pin")
 
 

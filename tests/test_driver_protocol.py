@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pipost.driver import (
+    PROTOCOL,
     DriverError,
     InProcessDriver,
     Json,
@@ -44,12 +45,12 @@ def pi_post_version() -> str:
 
 
 def test_open_answers_the_protocol_and_what_pipost_is(tmp_path: Path) -> None:
-    (answer,) = served({"id": 1, "op": "open", "args": open_args(tmp_path, protocol=1)})
+    (answer,) = served({"id": 1, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL)})
     assert answer == {
         "id": 1,
         "result": {
             "root": str(tmp_path / "post"),
-            "protocol": 1,
+            "protocol": PROTOCOL,
             "implementation": {
                 "name": "pipost",
                 "version": pi_post_version(),
@@ -66,9 +67,12 @@ def test_open_answers_the_protocol_and_what_pipost_is(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("protocol", "error"),
     [
-        ({"protocol": 2}, "open: this driver speaks protocol 1, not 2"),
-        ({"protocol": True}, "open: this driver speaks protocol 1, not True"),
-        ({}, "open: this driver speaks protocol 1, not None"),
+        (
+            {"protocol": PROTOCOL + 1},
+            f"open: this driver speaks protocol {PROTOCOL}, not {PROTOCOL + 1}",
+        ),
+        ({"protocol": True}, f"open: this driver speaks protocol {PROTOCOL}, not True"),
+        ({}, f"open: this driver speaks protocol {PROTOCOL}, not None"),
     ],
 )
 def test_a_protocol_the_driver_does_not_speak_is_an_error_and_opens_nothing(
@@ -87,7 +91,7 @@ def test_a_protocol_the_driver_does_not_speak_is_an_error_and_opens_nothing(
 def test_a_shim_over_serve_names_its_own_implementation(tmp_path: Path) -> None:
     port: dict[str, Json] = {"name": "my-port", "version": "0.3.0", "language": "Python"}
     out = io.StringIO()
-    request = {"id": 1, "op": "open", "args": open_args(tmp_path, protocol=1)}
+    request = {"id": 1, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL)}
     serve(io.StringIO(json.dumps(request) + "\n"), out, implementation=port)
     assert json.loads(out.getvalue())["result"]["implementation"] == port
 
@@ -103,18 +107,21 @@ def test_the_suite_opens_with_its_protocol_and_keeps_what_the_implementation_is(
         driver.close()
 
 
-SPEAKS_2 = """
+OTHER_PROTOCOL = PROTOCOL + 1
+SPEAKS_ANOTHER = f"""
 import json, sys
 for line in sys.stdin:
     request = json.loads(line)
-    print(json.dumps({"id": request["id"], "result": {"root": "/", "protocol": 2}}), flush=True)
+    result = {{"root": "/", "protocol": {OTHER_PROTOCOL}}}
+    print(json.dumps({{"id": request["id"], "result": result}}), flush=True)
 """
 
 
 def test_an_implementation_answering_another_protocol_breaks_the_run(tmp_path: Path) -> None:
-    driver = SubprocessDriver([sys.executable, "-c", SPEAKS_2], timeout_s=30)
+    driver = SubprocessDriver([sys.executable, "-c", SPEAKS_ANOTHER], timeout_s=30)
+    said = f"answered protocol {OTHER_PROTOCOL}; the suite speaks {PROTOCOL}"
     try:
-        with pytest.raises(TransportError, match="answered protocol 2; the suite speaks 1"):
+        with pytest.raises(TransportError, match=said):
             driver.open(tmp_path, home=str(tmp_path))
     finally:
         driver.close()

@@ -15,6 +15,7 @@ import pytest
 
 from pipost import refusals, schemas
 from pipost.driver import (
+    PROTOCOL,
     DriverError,
     InProcessDriver,
     Json,
@@ -131,7 +132,7 @@ def hand_written_letter() -> dict[str, Json]:
 def test_the_answers_of_serve_validate_open_and_errors_included(tmp_path: Path) -> None:
     schema = ProtocolSchema()
     requests: list[dict[str, Json]] = [
-        {"id": 1, "op": "open", "args": {"root": str(tmp_path), "home": "/", "protocol": 1}},
+        {"id": 1, "op": "open", "args": {"root": str(tmp_path), "home": "/", "protocol": PROTOCOL}},
         {"id": 2, "op": "count", "args": {"address": "s-0123456789ab"}},
         {"id": 3, "op": "count", "args": {}},
     ]
@@ -213,8 +214,8 @@ for line in sys.stdin:
     request = json.loads(line)
     result = {"count": "three"}
     if request["op"] == "open":
-        implementation = {"name": "toy", "version": "0", "language": "Python"}
-        result = {"root": "/", "protocol": 1, "implementation": implementation}
+        toy = {"name": "toy", "version": "0", "language": "Python"}
+        result = {"root": "/", "protocol": request["args"]["protocol"], "implementation": toy}
     print(json.dumps({"id": request["id"], "result": result}), flush=True)
 """
 

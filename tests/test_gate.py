@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -309,6 +310,7 @@ def test_pi_post_contract_in_process_and_as_a_process_print_the_same() -> None:
     [
         (["--format", "yaml"], "pi-post: --format is one of text, json, github, not 'yaml'\n"),
         (["--against"], "pi-post: --against needs a value\n"),
+        (["nonsense"], "pi-post: unexpected 'nonsense' (see pi-post contract --help)\n"),
         (
             ["--frobnicate=1"],
             "pi-post: unknown option --frobnicate for contract (see pi-post contract --help)\n",
@@ -325,3 +327,16 @@ def test_usage_that_cannot_run_exits_2_saying_why(args: list[str], said: str) ->
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(args, out, err, cwd=str(CHECKOUT)) == 2
     assert err.getvalue() == said
+
+
+def test_bump_driver_renumbers_the_protocol_its_open_speaks(tmp_path: Path) -> None:
+    tree = copy_of_checkout(tmp_path, git=False)
+    now = contract.versions()["driver"]
+    assert contract_in(tree, "bump", "driver").returncode == 0
+    schema = json.loads(
+        (tree / f"src/pipost/schemas/driver.v{now + 1}.schema.json").read_text(encoding="utf-8")
+    )
+    opened = schema["$defs"]["ops"]["$defs"]["open"]
+    spoken = re.findall(r'"protocol": \{"const": ([0-9]+)\}', json.dumps(opened))
+    assert spoken and set(spoken) == {str(now + 1)}
+    assert contract_in(tree, "--pin").returncode == 0, "the bumped driver contradicts itself"

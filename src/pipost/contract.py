@@ -656,15 +656,30 @@ def contradictions(contents: Mapping[str, Content]) -> list[str]:
     address = fields.get("address") if isinstance(fields, dict) else None
     if not isinstance(address, dict) or address.get("pattern") != ADDRESS_PATTERN:
         problems.append("message: the schema's from.address pattern is not the address grammar")
+    spoken = {
+        int(v)
+        for v in re.findall(r'"protocol": \{"const": ([0-9]+)\}', json.dumps(contents["driver"]))
+    }
+    if spoken != {driver.PROTOCOL}:
+        problems.append(
+            f"driver: its schema's open speaks protocol {sorted(spoken)}, the code "
+            f"{driver.PROTOCOL}"
+        )
+    # The driver hands over letters and records as read: of every version read.
     carried = json.dumps(contents["driver"])
-    for name, written in (("message", message.VERSION), ("record", session.VERSION)):
-        for found in sorted(set(re.findall(rf"urn:pi-post:schema:{name}:v([0-9]+)", carried))):
-            if int(found) != written:
-                problems.append(
-                    f"driver: its schema carries {name} v{found}, but pipost writes "
-                    f"{name} v{written}: bump the driver (pi-post contract bump driver) and "
-                    f"point its schema at {name} v{written}"
-                )
+    for name, read in (
+        ("message", message.READABLE_VERSIONS),
+        ("record", session.READABLE_VERSIONS),
+    ):
+        found = {int(v) for v in re.findall(rf"urn:pi-post:schema:{name}:v([0-9]+)", carried)}
+        if found != set(read):
+            said = ", ".join(f"v{v}" for v in sorted(found))
+            wanted = ", ".join(f"v{v}" for v in read)
+            problems.append(
+                f"driver: its schema carries {name} {said}, but pipost reads {name} {wanted}: "
+                f"bump the driver (pi-post contract bump driver) and make its {name} any of "
+                f"{wanted}"
+            )
     return problems + _schema_disagreements(contents)
 
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO, TypeAlias, Union
 
-from pipost import format, host, mailbox, message, registry
+from pipost import format, host, mailbox, message, registry, session
 from pipost.address import address_of, default_name, is_address
 from pipost.message import Rejected, Sender
 from pipost.policy import DUPLICATE_WINDOW_MS, RATE_LIMIT, RATE_WINDOW_MS, inbound_mode, resume_mode
@@ -861,7 +861,7 @@ class SubprocessDriver:
 
 
 class ProtocolSchema:
-    """The protocol's JSON Schema (``schemas/driver.v1``), checking one request or
+    """The protocol's JSON Schema (``schemas/driver.v{PROTOCOL}``), checking one request or
     one answer at a time: a violation is a DriverError naming the operation and the
     JSON path of what breaks it (``send: the answer breaks the protocol at
     $.result.receipts[0].address: …``).
@@ -875,7 +875,13 @@ class ProtocolSchema:
 
         from pipost import schemas
 
-        documents = [schemas.load(name) for name in ("driver.v1", "message.v1", "record.v1")]
+        # The letters and records it hands over are of every version pipost reads.
+        names = [
+            f"driver.v{PROTOCOL}",
+            *(f"message.v{v}" for v in message.READABLE_VERSIONS),
+            *(f"record.v{v}" for v in session.READABLE_VERSIONS),
+        ]
+        documents = [schemas.load(name) for name in names]
         registry: Registry[Any] = Registry().with_resources(
             (document["$id"], Resource.from_contents(document)) for document in documents
         )

@@ -41,13 +41,6 @@ from pipost.compatibility import (
 from pipost.format import visible
 from pipost.value import Value
 
-USAGE: Final = """\
-usage: pi-post contract [--against REV|auto] [--format text|json|github] [--tree DIR]
-       pi-post contract --pin [--against REV|auto] [--tree DIR]
-       pi-post contract bump PART [--tree DIR]
-       pi-post contract diff PART@V[.R] PART@V[.R] [--format text|json] [--tree DIR]
-"""
-
 FORMATS: Final = ("text", "json", "github")
 _TREE_VARIABLE = "PIPOST_CONTRACT_TREE"  # set in a re-run on the tree's own code
 _PINS_IN_TREE = Path("src", "pipost", "contract_pins.json")
@@ -578,6 +571,8 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
         schema["$id"] = re.sub(rf":v{old}$", f":v{new}", schema["$id"])
         if part in ("message", "record"):
             schema["properties"]["v"] = {**schema["properties"]["v"], "const": new}
+        if part == "driver":
+            _renumber_protocol(schema, old, new)
         target.write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         written = target.relative_to(checkout)
     path.write_text(text, encoding="utf-8")
@@ -591,6 +586,20 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
         f"v{old}), then pi-post contract --pin\n"
     )
     return EXIT_OK
+
+
+def _renumber_protocol(schema: Json, old: int, new: int) -> None:
+    """Every ``"protocol": {"const": old}`` of a driver schema (the open op's request
+    and answer) made ``new``."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "protocol" and isinstance(value, dict) and value.get("const") == old:
+                value["const"] = new
+            else:
+                _renumber_protocol(value, old, new)
+    elif isinstance(schema, list):
+        for item in schema:
+            _renumber_protocol(item, old, new)
 
 
 def diff(first: str, second: str, form: str, out: TextIO) -> int:
@@ -654,7 +663,7 @@ def _parse(argv: Sequence[str]) -> tuple[list[str], dict[str, str], set[str]]:
                     raise CannotRun(f"{name} needs a value")
                 value = items.pop(0)
             valued[name] = value
-        elif item in ("--pin", "--help", "-h"):
+        elif item == "--pin":
             flags.add(item)
         elif item.startswith("--"):
             raise CannotRun(f"unknown option {name} for contract (see pi-post contract --help)")
@@ -681,9 +690,6 @@ def main(
 
 def _main(args: list[str], out: TextIO, err: TextIO, cwd: Path) -> int:
     positional, valued, flags = _parse(args)
-    if flags & {"--help", "-h"}:
-        out.write(USAGE)
-        return EXIT_OK
     form = valued.get("--format", "text")
     if form not in FORMATS:
         raise CannotRun(f"--format is one of {', '.join(FORMATS)}, not {form!r}")
@@ -699,7 +705,7 @@ def _main(args: list[str], out: TextIO, err: TextIO, cwd: Path) -> int:
     elif positional[:1] == ["diff"] and len(positional) == 3:
         action = lambda: diff(positional[1], positional[2], form, out)  # noqa: E731
     elif positional:
-        raise CannotRun(f"unexpected {positional[0]!r}\n{USAGE.rstrip()}")
+        raise CannotRun(f"unexpected {positional[0]!r} (see pi-post contract --help)")
     elif "--pin" in flags:
         action = lambda: pin_tree(valued.get("--against"), checkout, out)  # noqa: E731
     else:

@@ -14,6 +14,7 @@ import pytest
 
 from pipost.driver import (
     DEFAULT_NOW,
+    PROTOCOL,
     CallTimedOut,
     DriverError,
     InProcessDriver,
@@ -33,7 +34,7 @@ def served(*requests: dict[str, Json] | str) -> list[dict[str, Json]]:
 
 
 def open_request(root: Path) -> dict[str, Json]:
-    args: dict[str, Json] = {"root": str(root / "post"), "home": str(root), "protocol": 1}
+    args: dict[str, Json] = {"root": str(root / "post"), "home": str(root), "protocol": PROTOCOL}
     return {"id": "o", "op": "open", "args": args}
 
 
@@ -50,7 +51,7 @@ def test_serve_answers_each_request_in_order_with_its_id(tmp_path: Path) -> None
         {"id": 1, "result": {"address": "s-cb61287a5998"}},
         {"id": 2, "result": {"now": DEFAULT_NOW + 5}},
     ]
-    assert opened["protocol"] == 1
+    assert opened["protocol"] == PROTOCOL
 
 
 @pytest.mark.parametrize(
@@ -79,7 +80,11 @@ def test_a_misuse_gets_an_error_line_and_the_next_request_still_an_answer(
 def test_nothing_but_open_is_answered_before_open(tmp_path: Path) -> None:
     answers = served(
         {"id": 1, "op": "capabilities"},
-        {"id": 2, "op": "open", "args": {"root": "relative/post", "home": "/", "protocol": 1}},
+        {
+            "id": 2,
+            "op": "open",
+            "args": {"root": "relative/post", "home": "/", "protocol": PROTOCOL},
+        },
     )
     assert answers == [
         {"id": 1, "error": "capabilities before open: open a world first"},
@@ -94,7 +99,7 @@ def test_each_open_starts_a_fresh_world(tmp_path: Path) -> None:
         {"id": 2, "op": "advance_clock", "args": {"ms": 1000}},
         {
             **open_request(tmp_path),
-            "args": {"root": str(tmp_path / "x"), "home": "/", "protocol": 1},
+            "args": {"root": str(tmp_path / "x"), "home": "/", "protocol": PROTOCOL},
         },
         {"id": 3, "op": "list"},
         {"id": 4, "op": "advance_clock", "args": {"ms": 0}},
@@ -175,15 +180,16 @@ def fake(behaviour: str) -> list[str]:
 def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
     tmp_path: Path,
 ) -> None:
-    answer = 'print(json.dumps({"id": request["id"], "result": {"protocol": 1}}), flush=True)'
+    result = {"protocol": PROTOCOL}  # what open wants; every other answer is the same
+    answer = f'print(json.dumps({{"id": request["id"], "result": {result}}}), flush=True)'
     driver = SubprocessDriver(fake(f"{answer}\n    if n == 1: sys.exit(3)"), timeout_s=30)
     try:
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == {"protocol": 1}
+        assert driver.call("list") == result
         with pytest.raises(TransportError, match="exited with status 3"):
             driver.call("list")
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == {"protocol": 1}
+        assert driver.call("list") == result
     finally:
         driver.close()
 
