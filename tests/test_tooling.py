@@ -97,3 +97,11 @@ def test_the_workflow_a_port_copies_from_the_docs_is_valid(tmp_path: Path) -> No
     checked = validate(copied)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "/.github/workflows/conformance.yml@" in example
+
+
+def test_features_at_the_root_are_the_kits_one_copy() -> None:
+    root, kit = CHECKOUT / "features", CHECKOUT / "src" / "pipost_conformance" / "features"
+    assert root.is_symlink() and root.resolve() == kit.resolve()
+    assert sorted(p.name for p in root.glob("*.feature")) == sorted(
+        p.name for p in kit.glob("*.feature")
+    )
