@@ -231,13 +231,6 @@ def _compare_with_history(report: Report, pins: Pins, against: str, checkout: Pa
 
 # -- where a finding points -----------------------------------------------------------
 
-_VERSION_HOMES: Final = {
-    "message": ("src/pipost/message.py", "VERSION = "),
-    "record": ("src/pipost/session.py", "VERSION = "),
-    "documents": ("src/pipost/documents.py", "VERSION = "),
-    "driver": ("src/pipost/driver.py", "PROTOCOL = "),
-    **{part: ("src/pipost/contract.py", "DECLARED: Final") for part in contract.DECLARED},
-}
 _CODE_OF_KIND: Final = {
     ("message", "parse"): ("src/pipost/message.py", "def parse"),
     ("message", "encode"): ("src/pipost/message.py", "def to_json"),
@@ -270,15 +263,23 @@ def where(tree: Path, finding: Finding) -> tuple[str, int]:
     constant = contract.constant_of(finding.part, finding.facet)
     if constant is not None:
         return _line(tree, *constant)
-    return _line(tree, *_VERSION_HOMES[finding.part])
+    relative, pattern = _VERSION_LINES[finding.part]
+    return _line(tree, relative, pattern, exact=False)
 
 
-def _line(tree: Path, path: str, needle: str) -> tuple[str, int]:
+def _line(tree: Path, path: str, needle: str, *, exact: bool = True) -> tuple[str, int]:
+    """The first line of ``path`` holding ``needle`` (a regular expression unless
+    ``exact``), or line 1."""
     try:
         lines = (tree / path).read_text(encoding="utf-8").splitlines()
     except OSError:
         return path, 1
-    return path, next((n for n, line in enumerate(lines, 1) if needle in line), 1)
+    found = (
+        n
+        for n, line in enumerate(lines, 1)
+        if (needle in line if exact else re.search(needle, line))
+    )
+    return path, next(found, 1)
 
 
 def _where_pins() -> tuple[str, int]:
@@ -520,7 +521,9 @@ def _published(against: str, checkout: Path, out: TextIO) -> Pins | None:
     return base if base is not None else {}
 
 
-_BUMPS: Final[dict[str, tuple[str, str]]] = {
+# Where each part's version is written, as the file and its line's pattern: bump
+# rewrites it, and a finding with no better place points at it.
+_VERSION_LINES: Final[dict[str, tuple[str, str]]] = {
     "message": ("src/pipost/message.py", r"^VERSION = (\d+)$"),
     "record": ("src/pipost/session.py", r"^VERSION = (\d+)$"),
     "documents": ("src/pipost/documents.py", r"^VERSION = (\d+)$"),
@@ -534,9 +537,9 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
     its parser reads, and its schema file, copied from the current one."""
     if checkout is None:
         raise CannotRun("bump edits a source checkout: run it in one (or give --tree)")
-    if part not in _BUMPS:
+    if part not in _VERSION_LINES:
         raise CannotRun(f"no part {part!r}; the parts are {', '.join(contract.PARTS)}")
-    relative, pattern = _BUMPS[part]
+    relative, pattern = _VERSION_LINES[part]
     path = checkout / relative
     text = path.read_text(encoding="utf-8")
     found = re.search(pattern, text, re.MULTILINE)
