@@ -89,6 +89,14 @@ def test_the_constraints_are_what_nox_installs() -> None:
     assert unconstrained == []
 
 
+def test_the_tools_nox_installs_by_name_are_pinned() -> None:
+    noxfile = (CHECKOUT / "noxfile.py").read_text(encoding="utf-8")
+    named = re.findall(r"^[A-Z_]+_TOOLS = \(([^)]*)\)", noxfile, re.MULTILINE)
+    tools = {_normalised(name) for group in named for name in re.findall(r'"([^"]+)"', group)}
+    assert {"mutmut", "twine"} <= tools
+    assert sorted(tools - set(pinned())) == []
+
+
 def test_the_workflow_a_port_copies_from_the_docs_is_valid(tmp_path: Path) -> None:
     docs = (CHECKOUT / "docs" / "conformance.md").read_text(encoding="utf-8")
     (example,) = re.findall(r"```yaml\n(.*?)```", docs, re.DOTALL)
