@@ -113,3 +113,23 @@ def test_features_at_the_root_are_the_kits_one_copy() -> None:
     assert sorted(p.name for p in root.glob("*.feature")) == sorted(
         p.name for p in kit.glob("*.feature")
     )
+
+
+def test_the_gate_draws_the_same_examples_every_run_and_the_thorough_profile_explores() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def examples(profile: str) -> list[int]:
+        drawn: list[int] = []
+
+        @settings(settings.get_profile(profile), max_examples=30)
+        @given(st.integers())
+        def draw(number: int) -> None:
+            drawn.append(number)
+
+        draw()
+        return drawn
+
+    assert examples("gate") == examples("gate")
+    assert examples("thorough") != examples("thorough")
+    assert settings.get_profile("gate").database is None

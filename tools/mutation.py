@@ -1,64 +1,187 @@
 """Mutation testing by a tool nobody here tuned (``nox -s mutation``): mutmut 3 over the
-modules of src/pipost, then the features and the process-level exchanges on what the
-gate's pytest tests let live, and the score per module and in all, and the survivors.
+modules of src/pipost, then the score per module and in all, and every mutant that
+lived, each judged against the reviewed accounts in tools/survivors.toml.
 
 mutmut (configured in pyproject.toml's [tool.mutmut]) copies src/ into mutants/, every
 function of src/pipost behind a trampoline that runs the mutant MUTANT_UNDER_TEST
-names, and runs the pytest tests that reach a mutated function against it, in its own
-process; mutants/ keeps the verdicts, so a rerun mutates and tests again only what
-changed. pi-post commands that tests start load the mutated code too: mutants/src comes
-first on their PYTHONPATH, and they inherit MUTANT_UNDER_TEST (the folder beside this
-file makes them run the original code while mutmut records which tests reach what).
+names, and runs the pytest tests that reach a mutated function against it, two
+mutants at a time; mutants/ keeps the verdicts, so a rerun tests again only what
+changed. Processes the tests start load the mutated code too: mutants/src comes first
+on their PYTHONPATH, and tools/under_mutmut/ (also on it) records which functions they
+reach for mutmut's books; the features run as pytest tests from there.
 
-A function only child processes run has no pytest test on mutmut's books, so its
-mutants count as untested; those and the survivors then run the behave features and
-tests/exchange (each stopping at its first failure) with the mutant switched on. Those
-verdicts are kept in mutants/ as well, against the function's hash and the features'
-and exchanges' text, and a rerun judges again only what changed.
+A mutant lives when no test fails against it ("survived"), or when no test reaches
+its function ("no tests"). Each must have an account: ``equivalent`` (it cannot
+change behaviour; not counted in the score) or ``uncovered`` (behaviour no invariant
+covers, with the reason; counted as not killed). An account names the function and
+the change, as ``mutmut show`` prints its lines, so renumbered mutants keep theirs.
 
 Usage: python tools/mutation.py [MODULE ...]   (default: every module of src/pipost)
-Exits 0 once every mutant is judged (survivors are printed, not failed on), 1 when
-mutmut could not run or a mutant could not be judged.
+Exits 0 when every mutant is judged and every one that lived has an account and every
+account a mutant; 1 otherwise; 2 when mutmut could not run.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
 import sys
 import tomllib
 from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-MUTANTS = REPO / "mutants"
-MUTATED_PACKAGE = MUTANTS / "src" / "pipost"
-CHILDREN = Path(__file__).resolve().parent / "mutation_children"
-FEATURES = "src/pipost_conformance/features"
-EXCHANGES = "tests/exchange"
-FEATURE_VERDICTS = MUTANTS / "pipost-features.json"
+REPOSITORY = Path(__file__).resolve().parent.parent
+MUTANTS = REPOSITORY / "mutants"
+PACKAGE = Path("src") / "pipost"
+ACCOUNTS = Path(__file__).resolve().parent / "survivors.toml"
+UNDER_MUTMUT = Path(__file__).resolve().parent / "under_mutmut"
+CHILD_STATS = MUTANTS / "child-stats"
+"""Where sitecustomize.py writes what each child of a test reaches (mutmut_children.py)."""
 WORKERS = 2
 """The machine is shared: at most two mutants run at once."""
-FEATURES_TIMEOUT_S = 1200.0
 
-KILLED = "killed"
-SURVIVED = "survived"
-UNTESTED = "no tests"
-TIMEOUT = "timeout"
-BY_FEATURES = "killed by features"
-STATUS_BY_EXIT_CODE = {1: KILLED, 3: KILLED, 0: SURVIVED, 5: UNTESTED, 33: UNTESTED}
-STATUS_BY_EXIT_CODE |= dict.fromkeys((36, 24, -24, 152, 255), TIMEOUT)
-"""mutmut's exit codes for a mutant's run (mutmut.stats); anything else is not judged."""
-KILLS = (KILLED, TIMEOUT, BY_FEATURES)
+KILLED, LIVED = "killed", "lived"
+STATUS_BY_EXIT_CODE: dict[int | None, str] = {1: KILLED, 3: KILLED, 0: LIVED, 5: LIVED, 33: LIVED}
+STATUS_BY_EXIT_CODE |= dict.fromkeys((36, 24, -24, 152, 255, -9), KILLED)
+"""mutmut's exit codes for a mutant (mutmut.stats): a failing test, a time-out (the
+tests' CPU budget ran out) and a kill after it are a kill; a pass, and no test, let
+the mutant live; anything else is a mutant not judged."""
+VERDICTS = ("equivalent", "uncovered")
+
+
+@dataclass(frozen=True)
+class Account:
+    function: str
+    change: str
+    verdict: str
+    reason: str
+
+
+def change_of(diff: str) -> str:
+    """The lines a mutant removes and adds, as mutmut show prints them, without the
+    file headers and the context, and with the trailing spaces dropped."""
+    lines = diff.splitlines()
+    kept = [
+        line.rstrip() for line in lines if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    return "\n".join(kept)
+
+
+def function_of(mutant: str) -> str:
+    """pipost.message.x_parse__mutmut_12 → pipost.message.x_parse"""
+    return mutant.rpartition("__mutmut_")[0]
+
+
+def module_of(mutant: str) -> str:
+    return mutant.split(".")[1]
+
+
+def read_accounts(text: str) -> list[Account]:
+    """tools/survivors.toml: [[mutant]] tables of function, change, verdict, reason."""
+    accounts = []
+    for entry in tomllib.loads(text).get("mutant", []):
+        account = Account(
+            function=entry["function"],
+            change=change_of(entry["change"]),
+            verdict=entry["verdict"],
+            reason=entry["reason"].strip(),
+        )
+        if account.verdict not in VERDICTS:
+            known = ", ".join(VERDICTS)
+            wrong = f"verdict {account.verdict!r} is not one of {known}"
+            raise ValueError(f"{account.function}: {wrong}")
+        if not account.reason:
+            raise ValueError(f"{account.function}: an account gives its reason")
+        accounts.append(account)
+    return accounts
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Every mutant's fate, and what the accounts say of those that lived."""
+
+    status: dict[str, str]
+    accounted: dict[str, Account]
+    unaccounted: list[str]
+    stale: list[Account]
+
+
+def judge(
+    status: Mapping[str, str],
+    changes: Mapping[str, str],
+    accounts: Iterable[Account],
+    modules: Iterable[str],
+) -> Judgement:
+    """Match the mutants that lived (their changes in ``changes``) with the accounts of
+    the modules judged; an account that matches none of them is stale."""
+    by_key = {(a.function, a.change): a for a in accounts if a.function.split(".")[1] in modules}
+    accounted: dict[str, Account] = {}
+    unaccounted = []
+    for mutant, fate in status.items():
+        if fate != LIVED:
+            continue
+        account = by_key.get((function_of(mutant), changes[mutant]))
+        if account is None:
+            unaccounted.append(mutant)
+        else:
+            accounted[mutant] = account
+    used = set(accounted.values())
+    stale = [a for a in by_key.values() if a not in used]
+    return Judgement(dict(status), accounted, unaccounted, stale)
+
+
+def table(judgement: Judgement, modules: Iterable[str]) -> list[str]:
+    """The score per module and in all: killed of the mutants not equivalent."""
+    lines = [
+        f"{'module':<14}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'uncov.':>8}"
+        f"{'unacc.':>8}{'score':>9}"
+    ]
+    everything: Counter[str] = Counter()
+    for module in [*modules, None]:
+        if module is None:
+            counted, name = everything, "all"
+        else:
+            counted = _counts(judgement, module)
+            everything += counted
+            name = module
+        judged = counted["mutants"] - counted["equivalent"]
+        score = f"{100 * counted['killed'] / judged:.1f} %" if judged else "-"
+        lines.append(
+            f"{name:<14}{counted['mutants']:>8}{counted['killed']:>8}{counted['equivalent']:>8}"
+            f"{counted['uncovered']:>8}{counted['unaccounted']:>8}{score:>9}"
+        )
+    return lines
+
+
+def _counts(judgement: Judgement, module: str) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for mutant, fate in judgement.status.items():
+        if module_of(mutant) != module:
+            continue
+        counted["mutants"] += 1
+        if fate == KILLED:
+            counted["killed"] += 1
+        elif mutant in judgement.accounted:
+            counted[judgement.accounted[mutant].verdict] += 1
+        elif fate == LIVED:
+            counted["unaccounted"] += 1
+    return counted
+
+
+# -- running mutmut ------------------------------------------------------------------
 
 
 def environment() -> dict[str, str]:
-    """Mutated code first for every process, the gate's hypothesis profile."""
-    path = [str(MUTANTS / "src"), str(CHILDREN)]
-    return os.environ | {"PYTHONPATH": os.pathsep.join(path), "HYPOTHESIS_PROFILE": "gate"}
+    """Mutated code first for every process, and the gate's (reproducible) examples.
+    Bytecode is written: a mutated module holds every mutant of its functions, and
+    compiling it again in each child would cost a second a process."""
+    path = [str(MUTANTS / "src"), str(UNDER_MUTMUT)]
+    kept = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return kept | {"PYTHONPATH": os.pathsep.join(path), "HYPOTHESIS_PROFILE": "gate"}
 
 
 def run_mutmut(modules: list[str]) -> int:
@@ -68,134 +191,69 @@ def run_mutmut(modules: list[str]) -> int:
     # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is
     # remembered as holding nothing, and the tests would import no pipost_conformance.
     (MUTANTS / "src").mkdir(parents=True, exist_ok=True)
-    return subprocess.run(command, cwd=REPO, env=environment(), check=False).returncode
+    CHILD_STATS.mkdir(exist_ok=True)
+    CHILD_STATS.chmod(0o1777)  # some tests run their child as another user
+    return subprocess.run(command, cwd=REPOSITORY, env=environment(), check=False).returncode
 
 
-def verdicts(modules: list[str]) -> dict[str, dict[str, object]]:
-    """Module → mutmut's record of it (mutants/src/pipost/<module>.py.meta)."""
-    metas = (
-        [MUTATED_PACKAGE / f"{module}.py.meta" for module in modules]
-        if modules
-        else sorted(MUTATED_PACKAGE.glob("*.py.meta"))
-    )
+def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
+    """Mutant → mutmut's exit code, from its records (mutants/src/pipost/<module>.py.meta)."""
+    codes: dict[str, int | None] = {}
+    for module in modules:
+        meta = MUTANTS / PACKAGE / f"{module}.py.meta"
+        if meta.exists():
+            codes |= json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+    return codes
+
+
+def changes_of(mutants: Iterable[str]) -> dict[str, str]:
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    os.chdir(REPOSITORY)  # mutmut finds its records from the repository's root
     return {
-        meta.name.removesuffix(".py.meta"): json.loads(meta.read_text(encoding="utf-8"))
-        for meta in metas
-        if meta.exists()
+        mutant: change_of(get_diff_for_mutant(mutant, path=PACKAGE / f"{module_of(mutant)}.py"))
+        for mutant in mutants
     }
-
-
-def text_digest(*folders: str) -> str:
-    """What a feature verdict was reached against: the features' and exchanges' text."""
-    digest = hashlib.sha256()
-    for folder in folders:
-        for path in sorted((REPO / folder).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def function_hash(meta: dict[str, object], mutant: str) -> str:
-    function = mutant.rpartition(".")[2].rpartition("__mutmut_")[0]
-    hashes = meta["hash_by_function_name"]
-    assert isinstance(hashes, dict)
-    return str(hashes.get(function, ""))
-
-
-def pytest_options() -> list[str]:
-    """The options mutmut gives pytest (what mutated code cannot pass is left out)."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    options = project["tool"]["mutmut"]["pytest_add_cli_args"]
-    assert isinstance(options, list)
-    return [str(option) for option in options]
-
-
-def features_kill(mutant: str) -> bool:
-    """The features, then the exchanges, with the mutant switched on in mutants/."""
-    env = environment() | {"MUTANT_UNDER_TEST": mutant}
-    runs = (
-        ["-m", "behave", "--stop", "--format", "null", FEATURES],
-        ["-m", "pytest", "-x", "-q", *pytest_options(), EXCHANGES],
-    )
-    for arguments in runs:
-        try:
-            ran = subprocess.run(
-                [sys.executable, *arguments],
-                cwd=MUTANTS,
-                env=env,
-                capture_output=True,
-                timeout=FEATURES_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return True  # a mutant that hangs the features is caught
-        if ran.returncode != 0:
-            return True
-    return False
-
-
-def judge_the_rest(records: dict[str, dict[str, object]]) -> dict[str, str]:
-    """Mutant → final status: mutmut's, or the features' for what mutmut let through."""
-    kept = json.loads(FEATURE_VERDICTS.read_text("utf-8")) if FEATURE_VERDICTS.exists() else {}
-    against = text_digest(FEATURES, EXCHANGES)
-    statuses: dict[str, str] = {}
-    for meta in records.values():
-        exit_codes = meta["exit_code_by_key"]
-        assert isinstance(exit_codes, dict)
-        for mutant, code in exit_codes.items():
-            status = STATUS_BY_EXIT_CODE.get(code, f"not judged ({code})")
-            if status in (SURVIVED, UNTESTED):
-                key = f"{function_hash(meta, mutant)}:{against}"
-                if kept.get(mutant, {}).get("key") != key:
-                    print(f"features and exchanges on {mutant}", flush=True)
-                    kept[mutant] = {"key": key, "killed": features_kill(mutant)}
-                    FEATURE_VERDICTS.write_text(json.dumps(kept, indent=1), encoding="utf-8")
-                status = BY_FEATURES if kept[mutant]["killed"] else status
-            statuses[mutant] = status
-    return statuses
-
-
-def report(records: dict[str, dict[str, object]], statuses: dict[str, str]) -> bool:
-    """The score per module and in all, then the survivors; True if all were judged."""
-    print(f"\n{'module':<14}{'mutants':>8}{'killed':>8}{'features':>9}{'lived':>7}{'score':>8}")
-    everything: Counter[str] = Counter()
-    for module in records:
-        counted = Counter(
-            status for mutant, status in statuses.items() if mutant.startswith(f"pipost.{module}.")
-        )
-        everything += counted
-        print(row(module, counted))
-    print(row("all", everything))
-    survivors = [m for m, status in statuses.items() if status in (SURVIVED, UNTESTED)]
-    print(f"\n{len(survivors)} survivors (mutmut show NAME prints the change):")
-    for mutant in survivors:
-        print(f"  {mutant}  [{statuses[mutant]}]")
-    unjudged = [m for m, status in statuses.items() if status.startswith("not judged")]
-    for mutant in unjudged:
-        print(f"pi-post mutation: {mutant} {statuses[mutant]}", file=sys.stderr)
-    return not unjudged
-
-
-def row(name: str, counted: Counter[str]) -> str:
-    total = sum(counted.values())
-    killed = sum(counted[status] for status in KILLS)
-    lived = counted[SURVIVED] + counted[UNTESTED]
-    score = f"{100 * killed / total:.1f} %" if total else "-"
-    by_mutmut = killed - counted[BY_FEATURES]
-    return f"{name:<14}{total:>8}{by_mutmut:>8}{counted[BY_FEATURES]:>9}{lived:>7}{score:>8}"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="modules of src/pipost (default: all)")
-    modules = parser.parse_args(argv).modules
-    unknown = [m for m in modules if not (REPO / "src" / "pipost" / f"{m}.py").is_file()]
+    parser.add_argument(
+        "--report-only", action="store_true", help="judge mutmut's last verdicts, run nothing"
+    )
+    arguments = parser.parse_args(argv)
+    every = sorted(p.stem for p in (REPOSITORY / PACKAGE).glob("*.py") if p.stem != "__init__")
+    modules = arguments.modules or every
+    unknown = sorted(set(modules) - set(every))
     if unknown:
         parser.error(f"not a module of src/pipost: {' '.join(unknown)}")
-    if run_mutmut(modules) != 0:
-        return 1
-    records = verdicts(modules)
-    return 0 if report(records, judge_the_rest(records)) else 1
+    if not arguments.report_only and run_mutmut(arguments.modules) != 0:
+        print("pi-post mutation: mutmut did not finish", file=sys.stderr)
+        return 2
+    codes = mutmut_verdicts(modules)
+    status = {m: STATUS_BY_EXIT_CODE.get(c, f"not judged ({c})") for m, c in codes.items()}
+    lived = [m for m, fate in status.items() if fate == LIVED]
+    accounts = read_accounts(ACCOUNTS.read_text(encoding="utf-8"))
+    judgement = judge(status, changes_of(lived), accounts, modules)
+    present = sorted({module_of(mutant) for mutant in codes})
+    print("\n".join(["", *table(judgement, present)]))
+    return report(judgement)
+
+
+def report(judgement: Judgement) -> int:
+    unjudged = {m: s for m, s in judgement.status.items() if s not in (KILLED, LIVED)}
+    for mutant, fate in unjudged.items():
+        print(f"not judged: {mutant}: {fate}")
+    for account in judgement.stale:
+        print(f"stale account (no mutant that lived has this change): {account.function}")
+        print("    " + account.change.replace("\n", "\n    "))
+    if judgement.unaccounted:
+        print(f"\n{len(judgement.unaccounted)} mutants lived with no account in {ACCOUNTS.name}")
+        print("(mutmut show NAME prints the change; kill it with a test, or account for it):")
+        for mutant in judgement.unaccounted:
+            print(f"  {mutant}")
+    return 1 if unjudged or judgement.stale or judgement.unaccounted else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,29 @@
+"""A pytest plugin for nox -s mutation (tools/mutation.py loads it with -p): when
+mutmut has recorded which tests reach which function ("stats"), it adds what the
+tests' child processes reached, which sitecustomize.py wrote to mutants/child-stats/,
+one file per child, its first line naming the test that started it. So a function
+only a pi-post command or a listener runs is tested by the tests that start them,
+the features among them (test_features.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+CHILD_STATS = Path(__file__).resolve().parents[2] / "mutants" / "child-stats"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if os.environ.get("MUTANT_UNDER_TEST") != "stats" or not CHILD_STATS.is_dir():
+        return
+    from mutmut.state import state
+
+    books = state().tests_by_mangled_function_name
+    for record in CHILD_STATS.iterdir():
+        test_id, *functions = record.read_text(encoding="utf-8").splitlines()
+        for function in functions:
+            books[function].add(test_id)
+        record.unlink()
