@@ -1,7 +1,7 @@
 """The accounts of nox -s mutation (tools/mutation.py): every mutant that lived is
 matched with a reviewed account by its function and its change, so renumbering keeps
 an account and a changed line does not; an account left with no mutant is stale; the
-score leaves the equivalent mutants out. And tools/survivors.toml reads."""
+score leaves the equivalent mutants out. And the reviewed accounts read."""
 
 from __future__ import annotations
 
@@ -91,8 +91,18 @@ def test_an_account_gives_a_known_verdict_and_a_reason() -> None:
         mutation.read_accounts(entry + 'verdict = "uncovered"\nreason = " "\n')
 
 
-def test_the_reviewed_accounts_read() -> None:
-    accounts = mutation.read_accounts(mutation.ACCOUNTS.read_text(encoding="utf-8"))
+def test_the_reviewed_accounts_read_each_file_of_its_own_module() -> None:
+    accounts = mutation.every_account()
     modules = {path.stem for path in (mutation.REPOSITORY / mutation.PACKAGE).glob("*.py")}
-    assert {a.function.split(".")[1] for a in accounts} <= modules
+    assert {path.stem for path in mutation.ACCOUNTS.glob("*.toml")} <= modules
     assert len(set(accounts)) == len(accounts)
+
+
+def test_an_account_in_another_modules_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = '[[mutant]]\nfunction = "pipost.policy.x_verdict"\nchange = "-a\\n+b"\n'
+    (tmp_path / "host.toml").write_text(entry + 'verdict = "equivalent"\nreason = "why"\n')
+    monkeypatch.setattr(mutation, "ACCOUNTS", tmp_path)
+    with pytest.raises(ValueError, match=r"host\.toml accounts for another module's"):
+        mutation.every_account()

@@ -1,6 +1,6 @@
 """Mutation testing by a tool nobody here tuned (``nox -s mutation``): mutmut 3 over the
 modules of src/pipost, then the score per module and in all, and every mutant that
-lived, each judged against the reviewed accounts in tools/survivors.toml.
+lived, each judged against the reviewed accounts in tools/survivors/<module>.toml.
 
 mutmut (configured in pyproject.toml's [tool.mutmut]) copies src/ into mutants/, every
 function of src/pipost behind a trampoline that runs the mutant MUTANT_UNDER_TEST
@@ -37,7 +37,8 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 MUTANTS = REPOSITORY / "mutants"
 PACKAGE = Path("src") / "pipost"
-ACCOUNTS = Path(__file__).resolve().parent / "survivors.toml"
+ACCOUNTS = Path(__file__).resolve().parent / "survivors"
+"""One file of accounts a module: <module>.toml."""
 UNDER_MUTMUT = Path(__file__).resolve().parent / "under_mutmut"
 CHILD_STATS = MUTANTS / "child-stats"
 """Where sitecustomize.py writes what each child of a test reaches (mutmut_children.py)."""
@@ -81,7 +82,7 @@ def module_of(mutant: str) -> str:
 
 
 def read_accounts(text: str) -> list[Account]:
-    """tools/survivors.toml: [[mutant]] tables of function, change, verdict, reason."""
+    """An account file: [[mutant]] tables of function, change, verdict, reason."""
     accounts = []
     for entry in tomllib.loads(text).get("mutant", []):
         account = Account(
@@ -132,6 +133,18 @@ def judge(
     used = set(accounted.values())
     stale = [a for a in by_key.values() if a not in used]
     return Judgement(dict(status), accounted, unaccounted, stale)
+
+
+def every_account() -> list[Account]:
+    """The accounts of every module; a file holds only its own module's."""
+    accounts = []
+    for path in sorted(ACCOUNTS.glob("*.toml")):
+        read = read_accounts(path.read_text(encoding="utf-8"))
+        strays = sorted({a.function for a in read if module_of(a.function) != path.stem})
+        if strays:
+            raise ValueError(f"{path.name} accounts for another module's {', '.join(strays)}")
+        accounts += read
+    return accounts
 
 
 def table(judgement: Judgement, modules: Iterable[str]) -> list[str]:
@@ -234,7 +247,7 @@ def main(argv: list[str]) -> int:
     codes = mutmut_verdicts(modules)
     status = {m: STATUS_BY_EXIT_CODE.get(c, f"not judged ({c})") for m, c in codes.items()}
     lived = [m for m, fate in status.items() if fate == LIVED]
-    accounts = read_accounts(ACCOUNTS.read_text(encoding="utf-8"))
+    accounts = every_account()
     judgement = judge(status, changes_of(lived), accounts, modules)
     present = sorted({module_of(mutant) for mutant in codes})
     print("\n".join(["", *table(judgement, present)]))
@@ -249,7 +262,7 @@ def report(judgement: Judgement) -> int:
         print(f"stale account (no mutant that lived has this change): {account.function}")
         print("    " + account.change.replace("\n", "\n    "))
     if judgement.unaccounted:
-        print(f"\n{len(judgement.unaccounted)} mutants lived with no account in {ACCOUNTS.name}")
+        print(f"\n{len(judgement.unaccounted)} mutants lived with no account in tools/survivors/")
         print("(mutmut show NAME prints the change; kill it with a test, or account for it):")
         for mutant in judgement.unaccounted:
             print(f"  {mutant}")
