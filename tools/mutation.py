@@ -106,6 +106,7 @@ class Judgement:
     """Every mutant's fate, and what the accounts say of those that lived."""
 
     status: dict[str, str]
+    changes: dict[str, str]
     accounted: dict[str, Account]
     unaccounted: list[str]
     stale: list[Account]
@@ -132,7 +133,7 @@ def judge(
             accounted[mutant] = account
     used = set(accounted.values())
     stale = [a for a in by_key.values() if a not in used]
-    return Judgement(dict(status), accounted, unaccounted, stale)
+    return Judgement(dict(status), dict(changes), accounted, unaccounted, stale)
 
 
 def every_account() -> list[Account]:
@@ -263,9 +264,10 @@ def report(judgement: Judgement) -> int:
         print("    " + account.change.replace("\n", "\n    "))
     if judgement.unaccounted:
         print(f"\n{len(judgement.unaccounted)} mutants lived with no account in tools/survivors/")
-        print("(mutmut show NAME prints the change; kill it with a test, or account for it):")
+        print("(each with its change: kill it with a test, or account for it):")
         for mutant in judgement.unaccounted:
             print(f"  {mutant}")
+            print("      " + judgement.changes[mutant].replace("\n", "\n      "))
     return 1 if unjudged or judgement.stale or judgement.unaccounted else 0
 
 
