@@ -15,15 +15,30 @@ import pytest
 CHILD_STATS = Path(__file__).resolve().parents[2] / "mutants" / "child-stats"
 
 
+TEST = "PIPOST_MUTATION_TEST"
+"""The test running, for the children it starts to name in their records."""
+
+
+def _recording() -> bool:
+    return os.environ.get("MUTANT_UNDER_TEST") == "stats"
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    if _recording():
+        os.environ[TEST] = nodeid
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if os.environ.get("MUTANT_UNDER_TEST") != "stats" or not CHILD_STATS.is_dir():
+    os.environ.pop(TEST, None)
+    if not _recording() or not CHILD_STATS.is_dir():
         return
     from mutmut.state import state
 
-    books = state().tests_by_mangled_function_name
+    books, tests = state().tests_by_mangled_function_name, state().duration_by_test
     for record in CHILD_STATS.iterdir():
         test_id, *functions = record.read_text(encoding="utf-8").splitlines()
-        for function in functions:
-            books[function].add(test_id)
+        if test_id in tests:  # a test of this run
+            for function in functions:
+                books[function].add(test_id)
         record.unlink()

@@ -5,20 +5,22 @@ tests start import the mutated code and inherit MUTANT_UNDER_TEST).
 While mutmut records which tests reach which function ("stats"), a child's
 trampolines record into the child, which mutmut never reads; so each function the
 child reaches is written, the moment it is first reached (a child may be killed), to
-a file named for the test that started it (pytest's PYTEST_CURRENT_TEST, inherited).
+a file that names the test that started it (PIPOST_MUTATION_TEST, which
+mutmut_children.py sets for each test and the child inherits; not pytest's own
+variable, which a pytest run inside the child, the conformance runner's, overrides).
 mutmut_children.py, a pytest plugin in mutmut's own process, adds those to its books.
 Nothing is done outside a stats run: under a mutant the trampolines need nothing."""
 
 import os
 
-if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PYTEST_CURRENT_TEST"):
+if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUTATION_TEST"):
     from pathlib import Path
 
     import mutmut.configuration
     from mutmut.state import state
 
     REPOSITORY = Path(__file__).resolve().parents[2]
-    test_id = os.environ["PYTEST_CURRENT_TEST"].rpartition(" (")[0]
+    test_id = os.environ["PIPOST_MUTATION_TEST"]
 
     # mutmut reads its configuration from the folder a process starts in, and a
     # test's scratch folder has none: read it once, from the repository.
