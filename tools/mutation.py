@@ -24,6 +24,7 @@ account a mutant; 1 otherwise; 2 when mutmut could not run.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -40,6 +41,8 @@ PACKAGE = Path("src") / "pipost"
 ACCOUNTS = Path(__file__).resolve().parent / "survivors"
 """One file of accounts a module: <module>.toml."""
 UNDER_MUTMUT = Path(__file__).resolve().parent / "under_mutmut"
+JUDGED_AGAINST = MUTANTS / "lived-judged-against.json"
+"""Mutant → the digest of the tests it was last judged against (tests_digest)."""
 CHILD_STATS = MUTANTS / "child-stats"
 """Where sitecustomize.py writes what each child of a test reaches (mutmut_children.py)."""
 WORKERS = 2
@@ -198,9 +201,10 @@ def environment() -> dict[str, str]:
     return kept | {"PYTHONPATH": os.pathsep.join(path), "HYPOTHESIS_PROFILE": "gate"}
 
 
-def run_mutmut(modules: list[str]) -> int:
+def run_mutmut(names: list[str]) -> int:
+    """mutmut run: with no names, the mutants of new or changed functions; with names
+    (globs allowed), those mutants, whatever their verdicts."""
     mutmut = Path(sys.executable).with_name("mutmut")
-    names = [f"pipost.{module}.*" for module in modules]
     command = [str(mutmut), "run", "--max-children", str(WORKERS), *names]
     # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is
     # remembered as holding nothing, and the tests would import no pipost_conformance.
@@ -208,6 +212,45 @@ def run_mutmut(modules: list[str]) -> int:
     CHILD_STATS.mkdir(exist_ok=True)
     CHILD_STATS.chmod(0o1777)  # some tests run their child as another user
     return subprocess.run(command, cwd=REPOSITORY, env=environment(), check=False).returncode
+
+
+def tests_digest() -> str:
+    """What the verdicts of the mutants that lived were reached against: the tests,
+    the kit and this folder (a new test may kill a mutant mutmut let live)."""
+    digest = hashlib.sha256()
+    for folder in ("tests", "src/pipost_conformance", "tools/under_mutmut"):
+        for path in sorted((REPOSITORY / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(REPOSITORY)).encode() + b"\0")
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run(modules: list[str], chosen: bool) -> bool:
+    """New and changed mutants first (every mutant of chosen modules when one of them
+    is not judged yet); then, again, each mutant that lived against other tests than
+    today's. False if mutmut did not finish."""
+    before = mutmut_verdicts(modules)
+    if not chosen:
+        first: list[str] | None = []
+    elif not before or None in before.values():
+        first = [f"pipost.{module}.*" for module in modules]
+    else:
+        first = None
+    if first is not None and run_mutmut(first) != 0:
+        return False
+    digest = tests_digest()
+    against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    if first is not None:  # what mutmut judged just now was judged against today's tests
+        against |= {m: digest for m in mutmut_verdicts(modules) if first or before.get(m) is None}
+    lived = [
+        m for m, code in mutmut_verdicts(modules).items() if STATUS_BY_EXIT_CODE.get(code) == LIVED
+    ]
+    again = sorted(m for m in lived if against.get(m) != digest)
+    if again and run_mutmut(again) != 0:
+        return False
+    JUDGED_AGAINST.write_text(json.dumps(against | dict.fromkeys(again, digest), indent=1), "utf-8")
+    return True
 
 
 def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
@@ -242,7 +285,7 @@ def main(argv: list[str]) -> int:
     unknown = sorted(set(modules) - set(every))
     if unknown:
         parser.error(f"not a module of src/pipost: {' '.join(unknown)}")
-    if not arguments.report_only and run_mutmut(arguments.modules) != 0:
+    if not arguments.report_only and not run(modules, chosen=bool(arguments.modules)):
         print("pi-post mutation: mutmut did not finish", file=sys.stderr)
         return 2
     codes = mutmut_verdicts(modules)
