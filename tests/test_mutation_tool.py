@@ -106,3 +106,15 @@ def test_an_account_in_another_modules_file_is_refused(
     monkeypatch.setattr(mutation, "ACCOUNTS", tmp_path)
     with pytest.raises(ValueError, match=r"host\.toml accounts for another module's"):
         mutation.every_account()
+
+
+@pytest.mark.parametrize("change", [CHANGE, '-    end = "\\n"\n+    end = "\\r\\n"'])
+def test_a_draft_reads_back_as_the_account_of_its_mutant_once_filled_in(change: str) -> None:
+    (drafted,) = mutation.draft([MUTANT], {MUTANT: change})
+    with pytest.raises(ValueError, match="not one of"):
+        mutation.read_accounts(drafted)
+    filled = drafted.replace('verdict = ""', 'verdict = "equivalent"')
+    filled = filled.replace('reason = ""', 'reason = "why"')
+    accounts = mutation.read_accounts(filled)
+    judged = mutation.judge({MUTANT: "lived"}, {MUTANT: change}, accounts, ["policy"])
+    assert judged.accounted == {MUTANT: account(change=change)}

@@ -279,6 +279,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="judge mutmut's last verdicts, run nothing"
     )
+    parser.add_argument(
+        "--draft",
+        action="store_true",
+        help="print an account to fill in (verdict, reason) for each mutant without one",
+    )
     arguments = parser.parse_args(argv)
     every = sorted(p.stem for p in (REPOSITORY / PACKAGE).glob("*.py") if p.stem != "__init__")
     modules = arguments.modules or every
@@ -294,8 +299,25 @@ def main(argv: list[str]) -> int:
     accounts = every_account()
     judgement = judge(status, changes_of(lived), accounts, modules)
     present = sorted({module_of(mutant) for mutant in codes})
+    if arguments.draft:
+        print("\n\n".join(draft(judgement.unaccounted, judgement.changes)))
+        return 0
     print("\n".join(["", *table(judgement, present)]))
     return report(judgement)
+
+
+def draft(mutants: Iterable[str], changes: Mapping[str, str]) -> list[str]:
+    """An account to fill in for each mutant, its function and change written out (as
+    a literal string: a change may hold backslashes); it reads only once a verdict
+    and a reason are given."""
+    return [
+        f"[[mutant]]  # {mutant}\n"
+        f'function = "{function_of(mutant)}"\n'
+        f"change = '''\n{changes[mutant]}\n'''\n"
+        'verdict = ""  # equivalent | uncovered\n'
+        'reason = ""'
+        for mutant in mutants
+    ]
 
 
 def report(judgement: Judgement) -> int:
