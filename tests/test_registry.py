@@ -179,6 +179,12 @@ def test_presence(
     assert session.presence(record, NOW, FakeProcessTable(table)) is expected
 
 
+def test_a_presence_reads_as_its_name_where_a_failure_prints_it() -> None:
+    shown = {repr(state): state for state in (Presence.LIVE, Presence.STALLED, Presence.OFFLINE)}
+    assert list(shown) == ["Presence.LIVE", "Presence.STALLED", "Presence.OFFLINE"]
+    assert all(eval(text, {"Presence": Presence}) is state for text, state in shown.items())
+
+
 def test_os_process_table_knows_this_process() -> None:
     table = OsProcessTable()
     token = table.start_token(os.getpid())
@@ -793,6 +799,11 @@ RECORD_REJECTIONS: list[tuple[str, bytes, Rejected]] = [
         "pidStart number",
         _record_with(pidStart=7),
         Rejected("bad_field", "pidStart is not a string", field="pidStart"),
+    ),
+    (
+        "pidStart a lone surrogate",
+        _record_with(pidStart="\ud800"),
+        Rejected("bad_field", "pidStart holds unpaired surrogates", field="pidStart"),
     ),
     (
         "startedAt text",
