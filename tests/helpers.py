@@ -232,6 +232,14 @@ def unprivileged(command: Sequence[str]) -> list[str]:
     ]
 
 
+def unprivileged_python(code: str) -> list[str]:
+    """``python -c code`` as ``unprivileged`` runs it, pipost imported from the copy
+    anyone can read when the user changes."""
+    if os.geteuid() == 0:
+        code = f"import sys; sys.path.insert(0, {str(_readable_package())!r}); {code}"
+    return unprivileged([sys.executable, "-c", code])
+
+
 _readable_copy: list[Path] = []
 
 

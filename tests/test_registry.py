@@ -34,6 +34,7 @@ from tests.helpers import (
     make_message,
     make_record,
     tree_snapshot,
+    unprivileged_python,
     write_record,
 )
 
@@ -144,6 +145,29 @@ def test_records_skip_garbage_and_half_written_files(root: Path, tmp_path: Path)
     assert registry.read(root, truncated.address) is None
 
 
+def test_a_record_is_never_read_through_a_symlinked_root(root: Path, tmp_path: Path) -> None:
+    record = write_record(root, make_record("sess-behind-a-link", "/x"))
+    linked = tmp_path / "linked-post"
+    linked.symlink_to(root)
+    assert registry.read(linked, record.address) is None
+    assert registry.read(root, record.address) == record
+
+
+def test_a_record_whose_rename_fails_stays_as_it_was_with_no_temporary_left(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = write_record(root, make_record("sess-rename-fails", "/x"))
+
+    def failing_rename(self: files.Folder, name: str, target: str, into: object = None) -> None:
+        raise OSError(5, "Input/output error", name)
+
+    monkeypatch.setattr(files.Folder, "rename", failing_rename)
+    with pytest.raises(OSError, match="Input/output error"):
+        registry.heartbeat(root, record, NOW + 30_000)
+    assert os.listdir(root / "registry") == [f"{record.address}.json"]
+    assert registry.read(root, record.address) == record
+
+
 def test_records_of_an_absent_registry_are_none(root: Path) -> None:
     assert registry.records(root) == []
     assert not root.exists()
@@ -232,6 +256,33 @@ def test_os_process_table_takes_an_ended_process_not_yet_reaped_for_gone() -> No
 def test_os_process_table_refuses_pids_that_name_no_single_process() -> None:
     assert OsProcessTable().start_token(0) is None
     assert OsProcessTable().start_token(-1) is None
+
+
+def test_a_process_of_another_user_is_seen_with_its_start_time() -> None:
+    """A recorded pid may be another user's process (a pid taken again by someone
+    else): the kernel refuses to signal it, and it still counts as running, its start
+    time read as its owner reads it."""
+    pid = os.getpid() if os.geteuid() == 0 else 1  # root's, whoever asks as nobody
+    token = OsProcessTable().start_token(pid)
+    assert token
+    code = f"from pipost.registry import OsProcessTable as T; print(T().start_token({pid}))"
+    shown = subprocess.run(
+        unprivileged_python(code), capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shown.stdout == f"{token}\n"
+
+
+def test_a_process_whose_stat_cannot_be_read_has_an_unknown_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/proc hidden from this user (hidepid) or the entry gone in between: the process
+    is there (it answered the signal), when it started is not known."""
+
+    def unreadable(path: str, mode: str) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(registry, "open", unreadable, raising=False)
+    assert OsProcessTable().start_token(os.getpid()) == ""
 
 
 def ps_state(pid: int) -> str:
@@ -355,6 +406,28 @@ def test_on_macos_an_ended_process_is_gone(
     assert OsProcessTable().start_token(os.getpid()) is None
 
 
+@pytest.mark.parametrize(
+    ("size", "pid_shift"), [(KINFO_PROC_SIZE - 8, 0), (KINFO_PROC_SIZE, 1)], ids=["size", "pid"]
+)
+def test_on_macos_a_kinfo_proc_of_another_layout_leaves_the_start_unknown(
+    macos: KinfoProcs, monkeypatch: pytest.MonkeyPatch, size: int, pid_shift: int
+) -> None:
+    """Another struct size, or p_pid not where it is read: the offsets read are not
+    this kernel's, so nothing read there is taken for a start time."""
+    macos.processes[os.getpid()] = (1796078534, 257, SRUN)
+
+    def other_layout(name: Any, length: int, info: Any, answered: Any, *rest: Any) -> int:
+        status = macos(name, length, info, answered, *rest)
+        answered.contents.value = size
+        ctypes.memmove(
+            ctypes.addressof(info) + 40, (os.getpid() + pid_shift).to_bytes(4, sys.byteorder), 4
+        )
+        return status
+
+    monkeypatch.setattr(registry, "_sysctl", lambda: other_layout)
+    assert OsProcessTable().start_token(os.getpid()) == ""
+
+
 def test_on_macos_a_kernel_that_does_not_answer_leaves_the_start_unknown(
     macos: KinfoProcs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -393,6 +466,22 @@ def test_elsewhere_a_ps_that_cannot_run_leaves_the_start_unknown(
     bsd: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(registry, "_PS", ("/nonexistent/ps", "-p"))
+    assert OsProcessTable().start_token(os.getpid()) == ""
+
+
+@pytest.mark.parametrize(
+    "ps_command",
+    [
+        ("sh", "-c", "echo S Tue Dec 1 14:22:12 2026; exit 1"),  # the pid is its $0
+        ("echo", "S", "Tue", "Smarch", "1", "14:22:12"),  # the pid stands for the year
+        ("echo", "S", "Tue", "Dec", "1"),  # no year
+    ],
+    ids=["fails", "no month", "five columns"],
+)
+def test_elsewhere_a_ps_that_answers_otherwise_leaves_the_start_unknown(
+    bsd: None, monkeypatch: pytest.MonkeyPatch, ps_command: tuple[str, ...]
+) -> None:
+    monkeypatch.setattr(registry, "_PS", ps_command)
     assert OsProcessTable().start_token(os.getpid()) == ""
 
 
