@@ -5,16 +5,21 @@ by name, as a receiver does it; a recording double of what the disk is asked."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -35,6 +40,8 @@ PIPOST_DRIVER = [sys.executable, "-m", "pipost", "driver"]
 """pipost's driver over JSON lines, as a port's shim is run."""
 
 DAY_MS = 24 * 3600 * 1000
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -196,6 +203,71 @@ def process_gone(pid: int) -> bool:
     except PermissionError:
         return False
     return False
+
+
+# -- a folder removed under a waiter ----------------------------------------------------
+
+
+def waits_on_lock(folder: Path) -> bool:
+    """Whether /proc/locks shows a process blocked on the folder's lock."""
+    inode = os.stat(folder).st_ino
+    with open("/proc/locks") as locks:
+        return any("->" in line and f":{inode} " in line for line in locks)
+
+
+def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
+    """What ``action`` returns (or raises), run while the empty ``folder`` is locked
+    and removed as soon as ``action`` waits for its lock: as a sweep, or the last
+    listener to leave, removes a folder under its lock."""
+    held = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    outcome: list[T] = []
+    raised: list[BaseException] = []
+
+    def act() -> None:
+        try:
+            outcome.append(action())
+        except BaseException as error:  # raised again in the test's thread
+            raised.append(error)
+
+    waiter = threading.Thread(target=act, daemon=True)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiter.start()
+        deadline = time.monotonic() + 20
+        while not waits_on_lock(folder):
+            assert waiter.is_alive() and time.monotonic() < deadline, "it never waited"
+            time.sleep(0.001)
+        os.rmdir(folder)
+    finally:
+        os.close(held)  # the lock goes with it
+    waiter.join(timeout=20)
+    assert not waiter.is_alive()
+    if raised:
+        raise raised[0]
+    return outcome[0]
+
+
+def open_descriptors() -> set[str]:
+    """The descriptors this process has open (Linux and macOS alike)."""
+    return set(os.listdir("/dev/fd"))
+
+
+class VanishingFolders:
+    """files.FolderLock as it is when every folder pipost locks is removed while it
+    waits (files.Vanished), as long as ``vanishing``: how often it asked is counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.vanishing = True
+        self.asked = 0
+        real = files.FolderLock.__enter__
+
+        def lock(held: files.FolderLock) -> files.Folder:
+            self.asked += 1
+            if self.vanishing:
+                raise files.Vanished(errno.ENOENT, "folder vanished", held.folder.path)
+            return real(held)
+
+        monkeypatch.setattr(files.FolderLock, "__enter__", lock)
 
 
 # -- a user that mode bits bind -------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipost import files
+from tests.helpers import removed_while_awaited
 
 
 def mode_of(path: Path) -> int:
@@ -253,34 +254,15 @@ def test_the_lock_is_released_when_the_block_raises(here: files.Folder, tmp_path
 def test_the_lock_of_a_folder_removed_while_waiting_is_vanished(tmp_path: Path) -> None:
     folder = tmp_path / "inbox"
     folder.mkdir(mode=0o700)
-    outcome: list[BaseException | None] = []
+    waiting = files.walk(tmp_path, "inbox")
+    assert waiting is not None
 
-    def wait_for_the_lock() -> None:
-        try:
-            with files.walk(tmp_path, "inbox") as waiting, waiting.lock():  # type: ignore[union-attr]
-                outcome.append(None)
-        except BaseException as error:
-            outcome.append(error)
-
-    holder = files.walk(tmp_path, "inbox")
-    assert holder is not None
-    waiter = threading.Thread(target=wait_for_the_lock)
-    with holder, holder.lock():
-        waiter.start()
-        while lock_is_free(folder) or not _someone_waits_on(folder):
+    def lock() -> None:
+        with waiting, waiting.lock():
             pass
-        os.rmdir(folder)  # a sweep, holding the lock
-    waiter.join(timeout=20)
-    assert not waiter.is_alive()
-    assert len(outcome) == 1
-    assert isinstance(outcome[0], files.Vanished)
 
-
-def _someone_waits_on(folder: Path) -> bool:
-    """Whether /proc/locks shows a process blocked on the folder's lock."""
-    inode = os.stat(folder).st_ino
-    with open("/proc/locks") as locks:
-        return any("->" in line and f":{inode} " in line for line in locks)
+    with pytest.raises(files.Vanished):
+        removed_while_awaited(folder, lock)
 
 
 # -- claiming a file --------------------------------------------------------------------

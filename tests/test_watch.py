@@ -27,6 +27,7 @@ import pytest
 
 from pipost import watch
 from pipost.watch import FolderWatch
+from tests.helpers import open_descriptors
 
 NEVER_S = 30.0
 """A wait this long would outlast the test: a wait that ended was ended by something."""
@@ -315,10 +316,6 @@ def test_wait_gone_reports_a_letter_that_stays(kernel: str, folder: Path) -> Non
 
 
 # -- kqueue's own descriptors --------------------------------------------------------------
-
-
-def open_descriptors() -> set[str]:
-    return set(os.listdir("/dev/fd"))  # Linux and macOS alike
 
 
 @pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
