@@ -33,6 +33,7 @@ from tests.helpers import (
     deposit,
     make_message,
     make_record,
+    removed_while_awaited,
     tree_snapshot,
     unprivileged_python,
     write_record,
@@ -716,6 +717,47 @@ def test_a_mailbox_temporary_is_removed_under_the_mailbox_lock(
     monkeypatch.setattr(files.Folder, "unlink", unlink_noting_the_lock)
     assert sweep.sweep(root, NOW, FakeProcessTable()).mailboxes_removed == (orphan,)
     assert held_while_unlinking == [True]
+
+
+def test_a_sweep_of_a_post_office_not_made_yet_removes_nothing_and_makes_nothing(
+    root: Path,
+) -> None:
+    assert sweep.sweep(root, NOW, FakeProcessTable()) == sweep.SweepReport((), ())
+    assert not root.exists()
+
+
+@pytest.mark.parametrize("gone_before", ["lstat", "unlink"])
+def test_a_stale_temporary_another_sweep_removes_first_is_not_counted_twice(
+    root: Path, monkeypatch: pytest.MonkeyPatch, gone_before: str
+) -> None:
+    """Two sweeps at once (two sessions starting): whichever unlinks a temporary
+    first reports it; the other passes over it and sweeps on."""
+    orphan = address_of("sess-orphan")
+    raced = lay_temporary(root / "inbox" / orphan / "1796078534257-00000000.json.tmp", STALE_MS)
+    other = lay_temporary(root / "inbox" / orphan / "1796078534257-00000001.json.tmp", STALE_MS)
+    real = getattr(files.Folder, gone_before)
+
+    def the_other_sweep_first(folder: files.Folder, name: str) -> Any:
+        if name == raced.name and raced.exists():
+            raced.unlink()
+        return real(folder, name)
+
+    monkeypatch.setattr(files.Folder, gone_before, the_other_sweep_first)
+    report = sweep.sweep(root, NOW, FakeProcessTable())
+    assert report == sweep.SweepReport((), (orphan,), (f"inbox/{orphan}/{other.name}",))
+    assert os.listdir(root / "inbox") == []
+
+
+def test_a_mailbox_another_sweep_removes_while_this_one_waits_counts_as_empty(
+    root: Path,
+) -> None:
+    record = write_record(root, make_record("sess-stale", "/x", last_seen=NOW - YEAR_MS))
+    folder = root / "inbox" / record.address
+    folder.mkdir(parents=True)
+    report = removed_while_awaited(folder, lambda: sweep.sweep(root, NOW, FakeProcessTable()))
+    assert report == sweep.SweepReport((record.address,), ())
+    assert os.listdir(root / "registry") == []
+    assert os.listdir(root / "inbox") == []
 
 
 def test_a_deposit_whose_folder_is_swept_under_it_starts_again(
