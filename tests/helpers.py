@@ -205,6 +205,28 @@ def process_gone(pid: int) -> bool:
     return False
 
 
+# -- a disk that refuses unlinks -----------------------------------------------------
+
+
+class FailingUnlinks:
+    """Stands between a receiver and the disk: while ``failing``, every unlink in a
+    mailbox folder fails as on a folder the process may not write."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.failing = True
+        self.attempts = 0
+        real = files.Folder.unlink
+
+        def unlink(folder: files.Folder, name: str) -> None:
+            if "/inbox/" in folder.path + "/":
+                self.attempts += 1
+                if self.failing:
+                    raise PermissionError(13, "Permission denied", folder.name(name))
+            real(folder, name)
+
+        monkeypatch.setattr(files.Folder, "unlink", unlink)
+
+
 # -- a folder removed under a waiter ----------------------------------------------------
 
 

@@ -35,6 +35,7 @@ from pipost.session import Presence
 from tests import helpers
 from tests.helpers import (
     NOW,
+    FailingUnlinks,
     FakeProcessTable,
     FixedClock,
     Opened,
@@ -479,25 +480,6 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
     assert Counter(both) == Counter(sent)
     assert len(sent) == total
     assert queued(root) == []
-
-
-class FailingUnlinks:
-    """Stands between the host and the disk: while ``failing``, every unlink in a
-    mailbox folder fails as on a folder the process may not write."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.failing = True
-        self.attempts = 0
-        real = files.Folder.unlink
-
-        def unlink(folder: files.Folder, name: str) -> None:
-            if "/inbox/" in folder.path + "/":
-                self.attempts += 1
-                if self.failing:
-                    raise PermissionError(13, "Permission denied", folder.name(name))
-            real(folder, name)
-
-        monkeypatch.setattr(files.Folder, "unlink", unlink)
 
 
 def test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_another(
