@@ -169,6 +169,25 @@ def test_a_record_whose_rename_fails_stays_as_it_was_with_no_temporary_left(
     assert registry.read(root, record.address) == record
 
 
+def test_a_record_whose_rename_and_cleanup_both_fail_says_the_rename_s_error(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary then stays, for the sweep to remove once it is stale."""
+    record = write_record(root, make_record("sess-rename-fails", "/x"))
+
+    def failing_rename(self: files.Folder, name: str, target: str, into: object = None) -> None:
+        raise OSError(5, "Input/output error", name)
+
+    def failing_unlink(self: files.Folder, name: str) -> None:
+        raise OSError(30, "Read-only file system", name)
+
+    monkeypatch.setattr(files.Folder, "rename", failing_rename)
+    monkeypatch.setattr(files.Folder, "unlink", failing_unlink)
+    with pytest.raises(OSError, match="Input/output error"):
+        registry.heartbeat(root, record, NOW + 30_000)
+    assert registry.read(root, record.address) == record
+
+
 def test_records_of_an_absent_registry_are_none(root: Path) -> None:
     assert registry.records(root) == []
     assert not root.exists()
