@@ -1,7 +1,9 @@
 """Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
 and a clock that the test controls, builders for records and messages, and a user
 that mode bits bind; what a drain's outcomes come to; a letter claimed or set aside
-by name, as a receiver does it; a recording double of what the disk is asked."""
+by name, as a receiver does it; a recording double of what the disk is asked; a
+disk that refuses unlinks, a folder removed while someone waits for its lock (or
+every time), and the descriptors a process has open."""
 
 from __future__ import annotations
 
@@ -227,7 +229,12 @@ class FailingUnlinks:
         monkeypatch.setattr(files.Folder, "unlink", unlink)
 
 
-# -- a folder removed under a waiter ----------------------------------------------------
+# -- folders removed under a waiter, descriptors left open ------------------------------
+
+
+def open_descriptors() -> set[str]:
+    """The descriptors this process has open (Linux and macOS alike)."""
+    return set(os.listdir("/dev/fd"))
 
 
 def waits_on_lock(folder: Path) -> bool:
@@ -269,25 +276,16 @@ def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
     return outcome[0]
 
 
-def open_descriptors() -> set[str]:
-    """The descriptors this process has open (Linux and macOS alike)."""
-    return set(os.listdir("/dev/fd"))
-
-
 class VanishingFolders:
     """files.FolderLock as it is when every folder pipost locks is removed while it
-    waits (files.Vanished), as long as ``vanishing``: how often it asked is counted."""
+    waits (files.Vanished), every time; how often it was asked is counted."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.vanishing = True
         self.asked = 0
-        real = files.FolderLock.__enter__
 
         def lock(held: files.FolderLock) -> files.Folder:
             self.asked += 1
-            if self.vanishing:
-                raise files.Vanished(errno.ENOENT, "folder vanished", held.folder.path)
-            return real(held)
+            raise files.Vanished(errno.ENOENT, "folder vanished", held.folder.path)
 
         monkeypatch.setattr(files.FolderLock, "__enter__", lock)
 
