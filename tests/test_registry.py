@@ -405,6 +405,16 @@ def test_on_macos_the_start_token_is_the_start_time_the_kernel_gives(macos: Kinf
     assert OsProcessTable().start_token(os.getpid()) == "1796078534000257"
 
 
+def test_on_macos_the_start_token_counts_microseconds_even_before_the_epoch(
+    macos: KinfoProcs,
+) -> None:
+    """kinfo_proc's fields are signed, as C declares them (time_t, suseconds_t,
+    pid_t): a process started 1 s minus 257 µs before 1970 (a clock set back)
+    started -999743 µs after the epoch, not some 2**64 µs later."""
+    macos.processes[os.getpid()] = (-1, 257, SRUN)
+    assert OsProcessTable().start_token(os.getpid()) == "-999743"
+
+
 def test_on_macos_a_recycled_pid_is_told_apart(macos: KinfoProcs) -> None:
     macos.processes[os.getpid()] = (1796078534, 257_000, SRUN)
     token = OsProcessTable().start_token(os.getpid())
@@ -489,14 +499,71 @@ def test_elsewhere_a_ps_that_cannot_run_leaves_the_start_unknown(
     assert OsProcessTable().start_token(os.getpid()) == ""
 
 
+FOREIGN_PS = r"""
+import os, sys, time
+# ps on a machine whose own time zone (the one without TZ) is 13:45 ahead of UTC and
+# whose users read German: it shows the start in the zone TZ names and with the
+# month names of the locale LC_ALL, LC_TIME or LANG names (C's for any other name).
+os.environ.setdefault("TZ", "<+1345>-13:45")
+time.tzset()
+names = [os.environ.get(name, "") for name in ("LC_ALL", "LC_TIME", "LANG")]
+german = next((name for name in names if name), "").startswith("de_")
+months = ("Jan Feb M\u00e4r Apr Mai Jun Jul Aug Sep Okt Nov Dez" if german else
+          "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec").split()
+time.sleep(float(os.environ.get("PS_THINKS", "0")))
+started = time.localtime(int(sys.argv[1]))
+print("S", "Thu", months[started.tm_mon - 1], started.tm_mday,
+      time.strftime("%H:%M:%S %Y", started))
+"""
+"""A ps (by its absolute path, so PATH plays no part) that reads the environment as
+a real one does. It is asked for the "pid" it is given: the start instant itself."""
+FOREIGN_START = calendar.timegm((2026, 10, 1, 12, 34, 56, 0, 0, 0))
+
+
+@pytest.fixture
+def foreign_ps(bsd: None, monkeypatch: pytest.MonkeyPatch) -> int:
+    """ps as FOREIGN_PS, asked by a session whose own environment is a German one on
+    New York time; the pid to ask it about (FOREIGN_START, a pid os.kill accepts)."""
+    monkeypatch.setattr(registry, "_PS", (sys.executable, "-c", FOREIGN_PS))
+    monkeypatch.setattr(os, "kill", lambda pid, signal: None)
+    for name in ("LC_ALL", "LC_TIME", "PS_THINKS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "de_DE.UTF-8")
+    monkeypatch.setenv("TZ", "EST5EDT,M3.2.0,M11.1.0")
+    return FOREIGN_START
+
+
+def test_elsewhere_ps_shows_the_start_in_utc_and_in_c_s_words_whatever_the_machine_s(
+    foreign_ps: int,
+) -> None:
+    """SPEC 2: the token is the start in UTC, so that every reader of the record
+    writes the same one; ps runs in the C locale (whose month names are read) and in
+    UTC, not in the time zone and language of the machine or of the session."""
+    assert OsProcessTable().start_token(foreign_ps) == "20261001123456"
+
+
+def test_elsewhere_a_ps_that_does_not_answer_is_not_waited_for(
+    foreign_ps: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ps that hangs does not hang the command that asked for presence: after
+    _PS_WAIT_S the start is unknown, even if ps would have answered later."""
+    monkeypatch.setattr(registry, "_PS_WAIT_S", 0.5)
+    thinking = ("env", "PS_THINKS=30", *registry._PS)  # env keeps the other settings
+    monkeypatch.setattr(registry, "_PS", thinking)
+    assert OsProcessTable().start_token(foreign_ps) == ""
+
+
 @pytest.mark.parametrize(
     "ps_command",
     [
         ("sh", "-c", "echo S Tue Dec 1 14:22:12 2026; exit 1"),  # the pid is its $0
         ("echo", "S", "Tue", "Smarch", "1", "14:22:12"),  # the pid stands for the year
         ("echo", "S", "Tue", "Dec", "1"),  # no year
+        ("sh", "-c", r"printf 'S Tue D\303\251c 1 14:22:12 2026\n'"),  # not ASCII
+        ("sh", "-c", "echo S Tue Dec 1 14:22:12 20266"),  # digits, one too many
+        ("sh", "-c", "echo S Tue Dec 1x 14:22:12 2026"),  # as many, not all digits
     ],
-    ids=["fails", "no month", "five columns"],
+    ids=["fails", "no month", "five columns", "not ascii", "year 20266", "day 1x"],
 )
 def test_elsewhere_a_ps_that_answers_otherwise_leaves_the_start_unknown(
     bsd: None, monkeypatch: pytest.MonkeyPatch, ps_command: tuple[str, ...]

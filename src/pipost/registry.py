@@ -90,7 +90,7 @@ def _sysctl_start(pid: int) -> str | None:
         return ""
     if raw[36] == _SZOMB:
         return None
-    return f"{_native_int(raw[0:8])}{_native_int(raw[8:12]):06d}"
+    return str(_native_int(raw[0:8]) * 1_000_000 + _native_int(raw[8:12]))
 
 
 def _native_int(raw: bytes) -> int:
@@ -120,6 +120,9 @@ def _sysctl() -> Any:  # pragma: no cover
 _PS = ("ps", "-o", "stat=", "-o", "lstart=", "-p")
 """ps's state and start time of a pid, without a header; the BSDs' ps and procps
 alike print the start as C's ctime does ("Tue Dec  1 14:22:12 2026")."""
+_PS_WAIT_S = 10
+"""How long ps is waited for: a command that asks for presence never hangs on a ps
+that does not answer."""
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
@@ -132,7 +135,7 @@ def _ps_start(pid: int) -> str | None:
     settings = {"LC_ALL": "C", "TZ": "UTC0", "PATH": "/bin:/usr/bin"}
     try:
         ran = subprocess.run(
-            [*_PS, str(pid)], env=settings, capture_output=True, timeout=10, check=False
+            [*_PS, str(pid)], env=settings, capture_output=True, timeout=_PS_WAIT_S, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -144,10 +147,6 @@ def _ps_start(pid: int) -> str | None:
         return None
     stamp = f"{year}{_MONTHS.index(month) + 1:02d}{day:0>2}{clock.replace(':', '')}"
     return stamp if stamp.isdigit() and len(stamp) == 14 else ""
-
-
-def registry_dir(root: StrPath) -> str:
-    return os.path.join(root, "registry")
 
 
 def record_name(address: str) -> str:

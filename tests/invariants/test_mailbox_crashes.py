@@ -529,7 +529,7 @@ class MailboxMachine(RuleBasedStateMachine):
                 assert isinstance(parsed, Message), f"{name}: {parsed}"
                 assert parsed.id in self.accepted
                 self.whole.add(seen)
-        registry_names = _names(Path(registry.registry_dir(self.root)))
+        registry_names = _names(self.root / "registry")
         assert [name for name in names + registry_names if name.endswith(".tmp")] == []
 
     @invariant()
