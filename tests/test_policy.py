@@ -16,6 +16,7 @@ from pipost.policy import (
     Resume,
     Verdict,
     inbound_mode,
+    is_unknown_mode,
     resume_mode,
 )
 
@@ -53,6 +54,27 @@ def test_inbound_mode(value: str | None, mode: Inbound) -> None:
 )
 def test_resume_mode(value: str | None, mode: Resume) -> None:
     assert resume_mode(value) is mode
+
+
+@pytest.mark.parametrize(
+    ("modes", "value", "unknown"),
+    [
+        (Inbound, "refuse", False),  # a mode other than the default
+        (Inbound, " ASK\n", False),
+        (Inbound, "accept", False),
+        (Inbound, None, False),  # unset and blank mean the default, and say nothing
+        (Inbound, " ", False),
+        (Inbound, "deny", True),
+        (Resume, "stage", False),
+        (Resume, "sleep", True),
+    ],
+)
+def test_only_a_value_that_names_no_mode_is_unknown(
+    modes: type[Inbound] | type[Resume], value: str | None, unknown: bool
+) -> None:
+    """The session warns once about a mode variable that names none of its modes
+    (it means the default); a mode spelled in any case, or none, is no news."""
+    assert is_unknown_mode(modes, value) is unknown
 
 
 def test_inbound_table_covers_every_mode_with_and_without_a_person() -> None:

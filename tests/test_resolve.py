@@ -127,6 +127,25 @@ def test_every_kind_of_handle_resolves(handle: str, expected: Candidate) -> None
     assert resolved(handle) == expected
 
 
+@pytest.mark.parametrize(
+    ("cwd", "handle", "found"),
+    [
+        ("/srv/XBOX", "XBOX", True),  # the whole last component, whatever it ends with
+        ("/srv/tools/", "tools", True),  # a record written with a trailing slash
+        ("/srv/notes ", "notes ", True),  # a folder whose name ends in a blank
+        ("/srv/notes ", "notes", False),  # is not found without it
+    ],
+)
+def test_a_basename_is_the_whole_last_component_of_the_cwd(
+    cwd: str, handle: str, found: bool
+) -> None:
+    """SPEC 4 (INV-13): a basename is equal to the last component of a record's cwd,
+    not to a part of it, nor to it with its blanks trimmed."""
+    folder = session("0123abcd-5555", "unrelated", cwd)
+    outcome = resolve(handle, MemoryDirectory([folder]), CALLER)
+    assert (outcome == Target(folder.address, folder)) is found
+
+
 def test_an_exact_session_id_beats_a_longer_id_it_is_a_prefix_of() -> None:
     short = session("0123abcd-0000", "short", "/a")
     long = session("0123abcd-0000-1111", "long", "/b", Presence.LIVE)
