@@ -110,6 +110,8 @@ def test_is_address_refuses_near_misses(text: str) -> None:
         ("019a3f3", HandleKind.NAME),  # 7 hex characters: too short for a prefix
         ("cafe", HandleKind.NAME),
         ("019a3f3g", HandleKind.NAME),
+        ("019a3f30g", HandleKind.NAME),  # eight hex characters, then neither hex nor a dash
+        ("019a3f30-g", HandleKind.NAME),
         ("-019a3f30", HandleKind.NAME),
         ("gtm-summoner", HandleKind.NAME),
         ("cache-fix-d510", HandleKind.NAME),

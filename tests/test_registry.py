@@ -6,6 +6,7 @@ from __future__ import annotations
 import calendar
 import ctypes
 import fcntl
+import io
 import itertools
 import json
 import os
@@ -302,6 +303,55 @@ def test_a_process_whose_stat_cannot_be_read_has_an_unknown_start(
         raise PermissionError(13, "Permission denied", path)
 
     monkeypatch.setattr(registry, "open", unreadable, raising=False)
+    assert OsProcessTable().start_token(os.getpid()) == ""
+
+
+def stat_line(command: str, state: str, fields_after_state: int = 49) -> bytes:
+    """/proc/<pid>/stat as Linux writes it: the pid, the command name in parentheses
+    (as the process named itself: any bytes but NUL), then the state and the other
+    fields, the start time (field 22) being 81234567."""
+    numbers = [str(field) for field in range(4, 4 + fields_after_state)]
+    if len(numbers) > 22 - 4:
+        numbers[22 - 4] = "81234567"
+    return f"{os.getpid()} ({command}) {state} {' '.join(numbers)}\n".encode()
+
+
+@pytest.fixture
+def proc_stat(monkeypatch: pytest.MonkeyPatch) -> Callable[[bytes], None]:
+    """This machine as Linux, whose /proc/<this pid>/stat reads as the test says."""
+    monkeypatch.setattr(sys, "platform", "linux")
+
+    def stat_reading_as(content: bytes) -> None:
+        def fake_open(path: str, mode: str) -> io.BytesIO:
+            assert (path, mode) == (f"/proc/{os.getpid()}/stat", "rb")
+            return io.BytesIO(content)
+
+        monkeypatch.setattr(registry, "open", fake_open, raising=False)
+
+    return stat_reading_as
+
+
+@pytest.mark.parametrize(
+    ("command", "state", "token"),
+    [
+        ("sleep", "S", "81234567"),
+        ("a) Z 1 (b", "S", "81234567"),  # a name that holds ") " and a state: not read as one
+        (") )", "R", "81234567"),
+        ("sleep", "Z", None),  # ended, not yet reaped
+        ("sleep", "X", None),  # dead, on its way out of the table
+    ],
+)
+def test_on_linux_the_start_is_field_22_after_the_command_name_whatever_it_holds(
+    proc_stat: Callable[[bytes], None], command: str, state: str, token: str | None
+) -> None:
+    proc_stat(stat_line(command, state))
+    assert OsProcessTable().start_token(os.getpid()) == token
+
+
+def test_on_linux_a_stat_cut_short_of_the_start_leaves_the_start_unknown(
+    proc_stat: Callable[[bytes], None],
+) -> None:
+    proc_stat(stat_line("sleep", "S", fields_after_state=18))  # up to field 21
     assert OsProcessTable().start_token(os.getpid()) == ""
 
 
