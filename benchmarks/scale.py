@@ -112,7 +112,7 @@ class Registry:
         return address_of(session_id(index))
 
     def read_all(self) -> None:
-        folder = Path(registry.registry_dir(self.root))
+        folder = self.root / "registry"
         for name in os.listdir(folder):
             read_raw(folder / name)
 
