@@ -279,6 +279,12 @@ def test_os_process_table_refuses_pids_that_name_no_single_process() -> None:
     assert OsProcessTable().start_token(-1) is None
 
 
+def test_pid_1_is_a_process_like_any_other() -> None:
+    """A session may run as a container's first process, pid 1 (init or launchd
+    elsewhere, always there): it is asked about as any other pid is."""
+    assert OsProcessTable().start_token(1)
+
+
 def test_a_process_of_another_user_is_seen_with_its_start_time() -> None:
     """A recorded pid may be another user's process (a pid taken again by someone
     else): the kernel refuses to signal it, and it still counts as running, its start
@@ -348,11 +354,16 @@ def test_on_linux_the_start_is_field_22_after_the_command_name_whatever_it_holds
     assert OsProcessTable().start_token(os.getpid()) == token
 
 
-def test_on_linux_a_stat_cut_short_of_the_start_leaves_the_start_unknown(
-    proc_stat: Callable[[bytes], None],
+@pytest.mark.parametrize(
+    ("fields_after_state", "token"),
+    [(19, "81234567"), (18, "")],
+    ids=["ending at field 22", "ending at field 21"],
+)
+def test_on_linux_a_stat_that_stops_before_field_22_leaves_the_start_unknown(
+    proc_stat: Callable[[bytes], None], fields_after_state: int, token: str
 ) -> None:
-    proc_stat(stat_line("sleep", "S", fields_after_state=18))  # up to field 21
-    assert OsProcessTable().start_token(os.getpid()) == ""
+    proc_stat(stat_line("sleep", "S", fields_after_state))
+    assert OsProcessTable().start_token(os.getpid()) == token
 
 
 def ps_state(pid: int) -> str:
