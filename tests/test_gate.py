@@ -386,7 +386,7 @@ def test_auto_without_a_main_branch_says_so_and_falls_back_to_origin_main(
     tmp_path: Path,
 ) -> None:
     alone = a_repository(tmp_path / "alone", branch="topic")
-    with pytest.raises(gate.CannotRun, match="^there is no main branch to compare with$"):
+    with pytest.raises(gate.CannotRun, match=r"^there is no main branch to compare with$"):
         gate.base_revision(alone, "auto")
     published = a_repository(tmp_path / "published")
     clone = tmp_path / "clone"
@@ -607,23 +607,27 @@ def test_bump_refuses_a_version_line_it_cannot_find_and_changes_nothing(tmp_path
         match=re.escape(r"src/pipost/message.py has no version line matching ^VERSION = (\d+)$"),
     ):
         gate.bump("message", tree, io.StringIO())
-    assert (tree / "src/pipost/message.py").read_text(encoding="utf-8").endswith(
-        "VERSION: int = 1\n"
+    assert (
+        (tree / "src/pipost/message.py").read_text(encoding="utf-8").endswith("VERSION: int = 1\n")
     )
 
 
 def test_bump_refuses_to_overwrite_the_next_schema_and_changes_nothing(tmp_path: Path) -> None:
     now, then = MESSAGE, MESSAGE + 1
     tree = a_tree_with(
-        tmp_path, f"VERSION = {now}", [f"message.v{now}.schema.json", f"message.v{then}.schema.json"]
+        tmp_path,
+        f"VERSION = {now}",
+        [f"message.v{now}.schema.json", f"message.v{then}.schema.json"],
     )
     with pytest.raises(
         gate.CannotRun,
-        match=f"^src/pipost/schemas/message.v{then}.schema.json exists already; nothing was changed$",
+        match=re.escape(
+            f"src/pipost/schemas/message.v{then}.schema.json exists already; nothing was changed"
+        ),
     ):
         gate.bump("message", tree, io.StringIO())
-    assert (tree / "src/pipost/message.py").read_text(encoding="utf-8").endswith(
-        f"VERSION = {now}\n"
+    assert (
+        (tree / "src/pipost/message.py").read_text(encoding="utf-8").endswith(f"VERSION = {now}\n")
     )
     assert (tree / f"src/pipost/schemas/message.v{then}.schema.json").read_text() == "{}\n"
 
