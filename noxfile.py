@@ -18,6 +18,8 @@ CONSTRAINTS = "constraints.txt"
 """The development tools, pinned: nox -s lock writes it."""
 PACKAGING_TOOLS = ("build", "twine")
 """What nox -s package builds and checks with, beside the dev extra."""
+MUTATION_TOOLS = ("mutmut",)
+"""What nox -s mutation mutates with, beside the dev extra."""
 
 
 def _install(session: nox.Session) -> None:
@@ -144,7 +146,7 @@ def lock(session: nox.Session) -> None:
     """Rewrite constraints.txt: the newest releases of the development tools (the dev
     extra and what it pulls in), installed in a fresh venv and frozen. Run it, run
     nox -s check, and commit both together."""
-    session.install("--upgrade", "-e", ".[dev]", *PACKAGING_TOOLS)
+    session.install("--upgrade", "-e", ".[dev]", *PACKAGING_TOOLS, *MUTATION_TOOLS)
     frozen = session.run("pip", "freeze", "--exclude-editable", silent=True)
     assert isinstance(frozen, str)
     pins = sorted((line for line in frozen.splitlines() if "==" in line), key=str.lower)
@@ -168,6 +170,16 @@ def mutants(session: nox.Session) -> None:
     fails if one survives. Extra args name the faults to run (default: all)."""
     _install(session)
     session.run("python", "tools/mutants.py", *session.posargs)
+
+
+@nox.session
+def mutation(session: nox.Session) -> None:
+    """mutmut over src/pipost (tools/mutation.py, configured in pyproject.toml's
+    [tool.mutmut]), two workers, incremental through mutants/; then the features and the
+    exchanges on what survives; prints the score per module and in all, and the
+    survivors. Extra args name modules (nox -s mutation -- address policy)."""
+    session.install("-c", CONSTRAINTS, "-e", ".[dev]", *MUTATION_TOOLS)
+    session.run("python", "tools/mutation.py", *session.posargs)
 
 
 @nox.session

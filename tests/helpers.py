@@ -1,20 +1,27 @@
 """Helpers shared by the I/O tests: a snapshot of a folder tree, a process table
 and a clock that the test controls, builders for records and messages, and a user
 that mode bits bind; what a drain's outcomes come to; a letter claimed or set aside
-by name, as a receiver does it; a recording double of what the disk is asked."""
+by name, as a receiver does it; a recording double of what the disk is asked; a
+disk that refuses unlinks, a folder removed while someone waits for its lock (or
+every time), and the descriptors a process has open."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -35,6 +42,8 @@ PIPOST_DRIVER = [sys.executable, "-m", "pipost", "driver"]
 """pipost's driver over JSON lines, as a port's shim is run."""
 
 DAY_MS = 24 * 3600 * 1000
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -198,6 +207,89 @@ def process_gone(pid: int) -> bool:
     return False
 
 
+# -- a disk that refuses unlinks -----------------------------------------------------
+
+
+class FailingUnlinks:
+    """Stands between a receiver and the disk: while ``failing``, every unlink in a
+    mailbox folder fails as on a folder the process may not write."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.failing = True
+        self.attempts = 0
+        real = files.Folder.unlink
+
+        def unlink(folder: files.Folder, name: str) -> None:
+            if "/inbox/" in folder.path + "/":
+                self.attempts += 1
+                if self.failing:
+                    raise PermissionError(13, "Permission denied", folder.name(name))
+            real(folder, name)
+
+        monkeypatch.setattr(files.Folder, "unlink", unlink)
+
+
+# -- folders removed under a waiter, descriptors left open ------------------------------
+
+
+def open_descriptors() -> set[str]:
+    """The descriptors this process has open (Linux and macOS alike)."""
+    return set(os.listdir("/dev/fd"))
+
+
+def waits_on_lock(folder: Path) -> bool:
+    """Whether /proc/locks shows a process blocked on the folder's lock."""
+    inode = os.stat(folder).st_ino
+    with open("/proc/locks") as locks:
+        return any("->" in line and f":{inode} " in line for line in locks)
+
+
+def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
+    """What ``action`` returns (or raises), run while the empty ``folder`` is locked
+    and removed as soon as ``action`` waits for its lock: as a sweep, or the last
+    listener to leave, removes a folder under its lock."""
+    held = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    outcome: list[T] = []
+    raised: list[BaseException] = []
+
+    def act() -> None:
+        try:
+            outcome.append(action())
+        except BaseException as error:  # raised again in the test's thread
+            raised.append(error)
+
+    waiter = threading.Thread(target=act, daemon=True)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiter.start()
+        deadline = time.monotonic() + 20
+        while not waits_on_lock(folder):
+            assert waiter.is_alive() and time.monotonic() < deadline, "it never waited"
+            time.sleep(0.001)
+        os.rmdir(folder)
+    finally:
+        os.close(held)  # the lock goes with it
+    waiter.join(timeout=20)
+    assert not waiter.is_alive()
+    if raised:
+        raise raised[0]
+    return outcome[0]
+
+
+class VanishingFolders:
+    """files.FolderLock as it is when every folder pipost locks is removed while it
+    waits (files.Vanished), every time; how often it was asked is counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.asked = 0
+
+        def lock(held: files.FolderLock) -> files.Folder:
+            self.asked += 1
+            raise files.Vanished(errno.ENOENT, "folder vanished", held.folder.path)
+
+        monkeypatch.setattr(files.FolderLock, "__enter__", lock)
+
+
 # -- a user that mode bits bind -------------------------------------------------------
 
 UNPRIVILEGED_USER = "nobody"
@@ -230,6 +322,14 @@ def unprivileged(command: Sequence[str]) -> list[str]:
         "--clear-groups",
         *command,
     ]
+
+
+def unprivileged_python(code: str) -> list[str]:
+    """``python -c code`` as ``unprivileged`` runs it, pipost imported from the copy
+    anyone can read when the user changes."""
+    if os.geteuid() == 0:
+        code = f"import sys; sys.path.insert(0, {str(_readable_package())!r}); {code}"
+    return unprivileged([sys.executable, "-c", code])
 
 
 _readable_copy: list[Path] = []

@@ -29,7 +29,12 @@ WELL_FORMED = re.compile(r"s-[0-9a-f]{12}")
 SESSION_ID_PREFIX = re.compile(r"[0-9a-fA-F]{8}[0-9a-fA-F-]*")
 
 
-@pytest.mark.parametrize("vector", VECTORS, ids=[repr(vector["sessionId"]) for vector in VECTORS])
+# Each id given with its case (pytest.param), not as a list of ids beside the cases: pytest
+# escapes the strings of such a list in place, so a second collection in one process
+# (mutmut's) would escape them again and find no test of that name.
+@pytest.mark.parametrize(
+    "vector", [pytest.param(vector, id=repr(vector["sessionId"])) for vector in VECTORS]
+)
 def test_address_matches_the_reference_vectors(vector: dict[str, str]) -> None:
     assert address_of(vector["sessionId"]) == vector["address"]
 

@@ -755,7 +755,9 @@ def bad_input_id(argv: list[str], env: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize(
-    ("argv", "env"), BAD_ARGV, ids=[bad_input_id(argv, env) for argv, env in BAD_ARGV]
+    ("argv", "env"),
+    # With their ids (see test_address): a list of ids beside is escaped in place.
+    [pytest.param(argv, env, id=bad_input_id(argv, env)) for argv, env in BAD_ARGV],
 )
 def test_bad_input_is_refused_cleanly_and_writes_nothing(
     tmp_path: Path, target: Record, argv: list[str], env: dict[str, str]

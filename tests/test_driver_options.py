@@ -115,3 +115,19 @@ def test_open_driver_validates_and_times_as_the_environment_says(
         assert (driver.timeout_s, driver.schema is not None) == (7.5, True)
     finally:
         driver.close()
+
+
+def test_open_driver_takes_the_timeout_and_validation_it_is_given_over_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIPOST_VALIDATE", "1")
+    monkeypatch.setenv("PIPOST_TIMEOUT", "7.5")
+    command = f"{sys.executable} -u -m pipost driver"  # a process of its own: not shared
+    driver = open_driver(
+        tmp_path / "post", home="/", command=command, timeout_s=2.5, validate=False
+    )
+    assert isinstance(driver, SubprocessDriver)
+    try:
+        assert (driver.timeout_s, driver.schema) == (2.5, None)
+    finally:
+        driver.close()

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import typing
@@ -14,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pipost.address import address_of, default_name
 from pipost.driver import (
     PROTOCOL,
     DriverError,
@@ -23,7 +27,7 @@ from pipost.driver import (
     TransportError,
     serve,
 )
-from tests.helpers import PIPOST_DRIVER
+from tests.helpers import PIPOST_DRIVER, process_gone
 
 
 def served(*requests: dict[str, Json]) -> list[dict[str, Json]]:
@@ -178,3 +182,126 @@ def test_the_arguments_of_an_operation_are_checked_against_types_read_once(
         with pytest.raises(DriverError, match="advance_clock: ms must be"):
             driver.call("advance_clock", ms="3")
     assert len(read) <= 1, read
+
+
+@pytest.mark.parametrize(
+    ("more", "error"),
+    [
+        ({"clock": 5}, "open: unknown arguments ['clock']"),
+        ({"home": 5}, "open: home must be a string"),
+        ({"now": "1796078534257"}, "open: now must be an integer (ms)"),
+        ({"now": True}, "open: now must be an integer (ms)"),
+    ],
+)
+def test_open_with_arguments_it_does_not_take_is_an_error_and_opens_nothing(
+    tmp_path: Path, more: dict[str, Json], error: str
+) -> None:
+    answers = served(
+        {"id": 1, "op": "open", "args": {**open_args(tmp_path, protocol=PROTOCOL), **more}},
+        {"id": 2, "op": "capabilities"},
+    )
+    assert answers == [
+        {"id": 1, "error": error},
+        {"id": 2, "error": "capabilities before open: open a world first"},
+    ]
+    assert not (tmp_path / "post").exists()
+
+
+def test_blank_lines_between_requests_are_passed_over(tmp_path: Path) -> None:
+    out = io.StringIO()
+    request = {"id": 7, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL)}
+    serve(io.StringIO("\n  \n" + json.dumps(request) + "\n\n"), out)
+    (answer,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert answer["id"] == 7 and "result" in answer
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ({}, "parse takes exactly one of text and raw_base64"),
+        ({"text": "{}", "raw_base64": "e30="}, "parse takes exactly one of text and raw_base64"),
+        ({"raw_base64": "e30"}, "raw_base64 is not base64: Incorrect padding"),
+        ({"raw_base64": "e3*="}, "raw_base64 is not base64: Only base64 data is allowed"),
+    ],
+)
+def test_a_parse_without_exactly_one_letter_in_a_known_spelling_is_a_misuse(
+    tmp_path: Path, args: dict[str, Json], error: str
+) -> None:
+    driver = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    with pytest.raises(DriverError, match=f"^{re.escape(error)}"):
+        driver.call("parse", **args)
+
+
+# -- the subprocess transport ---------------------------------------------------------
+
+DEAF_AFTER_OPEN = f"""
+import json, os, sys, time
+request = json.loads(sys.stdin.readline())
+print(json.dumps({{"id": request["id"], "result": {{"root": "/", "protocol": {PROTOCOL}}}}}),
+      flush=True)
+os.close(0)  # stops reading, and runs on
+time.sleep(60)
+"""
+
+ANSWERS_A_LIST = """
+import sys
+sys.stdin.readline()
+print("[1, 2]", flush=True)
+"""
+
+
+def test_an_implementation_that_stops_reading_but_runs_on_breaks_the_run(
+    tmp_path: Path,
+) -> None:
+    driver = SubprocessDriver([sys.executable, "-c", DEAF_AFTER_OPEN], timeout_s=30)
+    try:
+        driver.open(tmp_path, home=str(tmp_path))
+        with pytest.raises(TransportError) as broken:
+            driver.call("capabilities")
+        assert str(broken.value) == "capabilities: the implementation stopped reading"
+        assert driver.pid is not None
+        os.kill(driver.pid, signal.SIGKILL)  # rather than wait out close()'s grace
+    finally:
+        driver.close()
+
+
+def test_an_answer_that_is_not_an_object_breaks_the_run(tmp_path: Path) -> None:
+    driver = SubprocessDriver([sys.executable, "-c", ANSWERS_A_LIST], timeout_s=30)
+    try:
+        with pytest.raises(TransportError, match=r"open: the answer is not an object: b'\[1, 2\]'"):
+            driver.open(tmp_path, home=str(tmp_path))
+    finally:
+        driver.close()
+
+
+def test_a_transport_before_open_or_after_close_runs_nothing(tmp_path: Path) -> None:
+    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
+    assert driver.pid is None
+    with pytest.raises(TransportError, match="count before open: the implementation is not"):
+        driver.call("count", address="s-0123456789ab")
+    driver.open(tmp_path / "post", home=str(tmp_path))
+    running = driver.pid
+    assert running is not None
+    driver.close()
+    assert driver.pid is None
+    assert process_gone(running)
+    with pytest.raises(TransportError, match="before open"):
+        driver.call("capabilities")
+
+
+def test_a_session_without_a_record_sends_under_its_default_name_in_cwd(tmp_path: Path) -> None:
+    driver = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    driver.call("register", session_id="bob-session", cwd=str(tmp_path), name="bob")
+    driver.call("send", targets=["bob"], body="hi", cwd="/home/dev/ghost", session="ghost")
+    entered = driver.call("deliver", session_id="bob-session")["entered"]
+    assert isinstance(entered, list) and len(entered) == 1
+    (letter,) = entered
+    ghost = address_of("ghost")
+    assert isinstance(letter, dict) and isinstance(letter["message"], dict)
+    assert letter["message"]["from"] == {
+        "kind": "session",
+        "name": default_name("/home/dev/ghost", ghost),
+        "address": ghost,
+        "cwd": "/home/dev/ghost",
+    }
+    assert letter["message"]["replyTo"] == ghost

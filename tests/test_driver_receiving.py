@@ -22,6 +22,7 @@ from pipost.driver import (
     SubprocessDriver,
     ValidatingDriver,
 )
+from tests.helpers import FailingUnlinks
 
 SESSION = "bob-session"
 
@@ -145,6 +146,25 @@ def test_a_letter_whose_unlink_is_refused_stays_claimed_and_goes_at_the_next_try
     assert queued(driver) == 0
 
 
+def test_a_letter_the_real_disk_will_not_let_go_stays_claimed_as_a_refused_unlink(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the scenario's failing disk: the file system itself refuses the unlink (a
+    mailbox the receiver may not write). The letter entered once, and waits."""
+    unlinks = FailingUnlinks(monkeypatch)
+    send(driver, "enter me once")
+    first = driver.call("deliver", session_id=SESSION, receiver="one", context="plain")
+    assert bodies(first) == ["enter me once"] and queued(driver) == 1
+    driver.call("advance_clock", ms=11_000)  # past the loop guard: it cannot hide a repeat
+
+    other = driver.call("deliver", session_id=SESSION, receiver="two", context="plain")
+    unlinks.failing = False
+    again = driver.call("deliver", session_id=SESSION, receiver="one")
+
+    assert bodies(other) == [] and bodies(again) == []
+    assert queued(driver) == 0
+
+
 def test_unlinks_refused_past_a_crash_end_with_the_receiver(driver: InProcessDriver) -> None:
     send(driver, "held, then let go")
     driver.call("deliver", session_id=SESSION, context="plain", fail_unlink=1)
@@ -170,6 +190,26 @@ def test_receivers_racing_on_one_address_enter_each_letter_once(driver: InProces
     entered = [str(field_of(e, "id")) for run in runs for e in entries(run)]
     assert Counter(entered) == Counter(sent)
     assert queued(driver) == 0
+
+
+def test_a_race_whose_receivers_fail_says_the_failure_as_any_operation_does(
+    driver: InProcessDriver, tmp_path: Path
+) -> None:
+    send(driver, "behind a link")
+    address = driver.call("address_of", session_id=SESSION)["address"]
+    mailbox = tmp_path / "post" / "inbox" / str(address)
+    mailbox.rename(tmp_path / "elsewhere")
+    mailbox.symlink_to(tmp_path / "elsewhere")
+
+    result = driver.call("race", session_id=SESSION, receivers=["one", "two"], context="plain")
+
+    assert result == {
+        "failed": {
+            "code": "io_error",
+            "text": f"not a folder (a symlink is never followed): {mailbox}",
+        }
+    }
+    assert len(list((tmp_path / "elsewhere").iterdir())) == 1
 
 
 # -- modes, retries, the poll ----------------------------------------------------------

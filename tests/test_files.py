@@ -7,6 +7,7 @@ import errno
 import fcntl
 import os
 import stat
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,13 @@ from pathlib import Path
 import pytest
 
 from pipost import files
+from tests.helpers import (
+    give_to_unprivileged,
+    open_descriptors,
+    removed_while_awaited,
+    unprivileged_python,
+    unprivileged_scratch,
+)
 
 
 def mode_of(path: Path) -> int:
@@ -253,34 +261,15 @@ def test_the_lock_is_released_when_the_block_raises(here: files.Folder, tmp_path
 def test_the_lock_of_a_folder_removed_while_waiting_is_vanished(tmp_path: Path) -> None:
     folder = tmp_path / "inbox"
     folder.mkdir(mode=0o700)
-    outcome: list[BaseException | None] = []
+    waiting = files.walk(tmp_path, "inbox")
+    assert waiting is not None
 
-    def wait_for_the_lock() -> None:
-        try:
-            with files.walk(tmp_path, "inbox") as waiting, waiting.lock():  # type: ignore[union-attr]
-                outcome.append(None)
-        except BaseException as error:
-            outcome.append(error)
-
-    holder = files.walk(tmp_path, "inbox")
-    assert holder is not None
-    waiter = threading.Thread(target=wait_for_the_lock)
-    with holder, holder.lock():
-        waiter.start()
-        while lock_is_free(folder) or not _someone_waits_on(folder):
+    def lock() -> None:
+        with waiting, waiting.lock():
             pass
-        os.rmdir(folder)  # a sweep, holding the lock
-    waiter.join(timeout=20)
-    assert not waiter.is_alive()
-    assert len(outcome) == 1
-    assert isinstance(outcome[0], files.Vanished)
 
-
-def _someone_waits_on(folder: Path) -> bool:
-    """Whether /proc/locks shows a process blocked on the folder's lock."""
-    inode = os.stat(folder).st_ino
-    with open("/proc/locks") as locks:
-        return any("->" in line and f":{inode} " in line for line in locks)
+    with pytest.raises(files.Vanished):
+        removed_while_awaited(folder, lock)
 
 
 # -- claiming a file --------------------------------------------------------------------
@@ -482,3 +471,142 @@ def test_a_read_takes_one_call_for_a_file_smaller_than_a_chunk(
     finally:
         handle.close()
     assert sizes == [1001]
+
+
+# -- what the system refuses is said as itself -------------------------------------------
+
+REFUSALS_AS_NOBODY = """
+import errno, sys
+from pipost import files
+
+scratch = sys.argv[1]
+
+def said(action):
+    try:
+        result = action()
+    except OSError as error:
+        return f"{type(error).__name__} {errno.errorcode[error.errno]}"
+    return f"returned {result!r}"
+
+post = files.open_root(scratch + "/post")
+print("root in a closed folder:", said(lambda: files.open_root(scratch + "/closed/post")))
+with post.child("unsearchable") as unsearchable:
+    print("folder in an unsearchable one:", said(lambda: unsearchable.child("inner")))
+print("file without read permission:", said(lambda: post.open_file("letter.json")))
+with post.child("read-only") as read_only:
+    print("folder in a read-only one:", said(lambda: read_only.remove_empty("empty")))
+"""
+
+
+def test_what_the_system_refuses_is_said_as_that_not_as_a_link_or_an_absence() -> None:
+    """A folder or file pipost may not reach, for want of a permission, is neither
+    refused as a symlink nor taken for missing: the caller gets the system's error
+    (the command line says it; a receiver sets such a letter aside as unreadable)."""
+    with unprivileged_scratch() as scratch:
+        (scratch / "closed" / "post").mkdir(parents=True, mode=0o700)
+        post = scratch / "post"
+        (post / "unsearchable" / "inner").mkdir(parents=True, mode=0o700)
+        (post / "read-only" / "empty").mkdir(parents=True, mode=0o700)
+        (post / "letter.json").write_bytes(b"{}")
+        give_to_unprivileged(scratch)
+        (scratch / "closed").chmod(0o600)
+        (post / "unsearchable").chmod(0o600)
+        (post / "read-only").chmod(0o500)
+        (post / "letter.json").chmod(0o000)
+        shown = subprocess.run(
+            [*unprivileged_python(REFUSALS_AS_NOBODY), str(scratch)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert (post / "read-only" / "empty").is_dir()
+    assert shown.splitlines() == [
+        "root in a closed folder: PermissionError EACCES",
+        "folder in an unsearchable one: PermissionError EACCES",
+        "file without read permission: PermissionError EACCES",
+        "folder in a read-only one: PermissionError EACCES",
+    ]
+
+
+def test_a_folder_swept_away_between_its_making_and_its_opening_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    files.make(root, "inbox").close()
+    mailbox = root / "inbox" / "s-0123456789ab"
+    opened = files.Folder.child
+    swept: list[str] = []
+
+    def swept_first(folder: files.Folder, name: str) -> files.Folder | None:
+        if name == mailbox.name and not swept:
+            swept.append(name)
+            mailbox.rmdir()  # a sweep removes the empty mailbox just made
+        return opened(folder, name)
+
+    monkeypatch.setattr(files.Folder, "child", swept_first)
+    with files.make(root, "inbox", mailbox.name) as made:
+        assert made.path == str(mailbox)
+    assert swept == [mailbox.name]
+    assert mailbox.is_dir()
+
+
+def test_a_write_whose_cleanup_fails_too_says_the_write_s_error(
+    here: files.Folder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def unlink_refused(name: str, *, dir_fd: int) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", name)
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    monkeypatch.setattr(os, "unlink", unlink_refused)
+    with pytest.raises(OSError) as raised:
+        here.write_new("letter.json.tmp", b"payload")
+    assert raised.value.errno == errno.ENOSPC
+
+
+@pytest.mark.parametrize("locking", ["try_lock", "create_locked"])
+def test_a_lock_the_file_system_refuses_leaves_nothing_open_or_behind(
+    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locking: str
+) -> None:
+    """flock refused (ENOLCK: a file system without locks): the error is the caller's,
+    no descriptor stays open, and a lock file made for the lock is gone again."""
+    if locking == "try_lock":
+        (tmp_path / "letter.json").write_bytes(b"{}")
+    before = sorted(os.listdir(tmp_path))
+    descriptors = open_descriptors()
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(OSError) as raised:
+        getattr(here, locking)("letter.json" if locking == "try_lock" else "1.abcd.lock")
+    assert raised.value.errno == errno.ENOLCK
+    assert open_descriptors() == descriptors
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_file_that_is_gone_is_held_by_no_one(here: files.Folder, tmp_path: Path) -> None:
+    held = here.create_locked("1.abcd.lock")
+    assert here.is_held("1.abcd.lock")
+    os.unlink(tmp_path / "1.abcd.lock")
+    assert not here.is_held("1.abcd.lock")
+    held.close()
+
+
+def test_an_open_file_closed_twice_closes_once(here: files.Folder, tmp_path: Path) -> None:
+    """A second close is harmless: it raises nothing, and closes nothing (not the
+    descriptor that reused the number)."""
+    (tmp_path / "letter.json").write_bytes(b"{}")
+    handle = here.open_file("letter.json")
+    assert handle is not None
+    handle.close()
+    reused = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        handle.close()
+        os.fstat(reused)
+    finally:
+        os.close(reused)

@@ -31,6 +31,7 @@ from pipost.refusals import (
 )
 from pipost.session import Candidate, Presence, Record
 from pipost_conformance import INTEROP
+from tests.helpers import make_record
 
 CLI = json.loads((INTEROP / "cli-transcripts.json").read_text(encoding="utf-8"))
 TRANSCRIPTS = {transcript["label"]: transcript for transcript in CLI["transcripts"]}
@@ -561,3 +562,25 @@ def test_every_unsafe_character_is_spelled_out_even_alone_or_among_printable_tex
             shown = format.visible(text)
             assert chr(code) not in shown, hex(code)
             assert shown.isprintable(), hex(code)
+
+
+def test_an_unknown_target_shows_eight_reachable_sessions_and_counts_the_rest() -> None:
+    reachable = tuple(
+        Candidate(make_record(f"session-{n:02}", f"/home/dev/p{n:02}"), Presence.LIVE, 0)
+        for n in range(11)
+    )
+    lines = format.refusal(UnknownTarget("nobody", reachable)).split("\n")
+    assert lines[1] == "reachable sessions:"
+    assert lines[2:10] == [
+        f"  {c.record.name} ({c.record.address}) — {c.record.cwd}" for c in reachable[:8]
+    ]
+    assert lines[10:] == ["  … and 3 more (pi-post list --all)"]
+
+
+def test_a_kind_of_refusal_without_a_text_fails_loudly_instead_of_printing_nothing() -> None:
+    class Untold(Refusal):
+        __slots__ = ()
+        code = "untold"
+
+    with pytest.raises(AssertionError, match="a refusal without a text: "):
+        format.refusal(Untold())

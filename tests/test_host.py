@@ -35,6 +35,7 @@ from pipost.session import Presence
 from tests import helpers
 from tests.helpers import (
     NOW,
+    FailingUnlinks,
     FakeProcessTable,
     FixedClock,
     Opened,
@@ -481,25 +482,6 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
     assert queued(root) == []
 
 
-class FailingUnlinks:
-    """Stands between the host and the disk: while ``failing``, every unlink in a
-    mailbox folder fails as on a folder the process may not write."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.failing = True
-        self.attempts = 0
-        real = files.Folder.unlink
-
-        def unlink(folder: files.Folder, name: str) -> None:
-            if "/inbox/" in folder.path + "/":
-                self.attempts += 1
-                if self.failing:
-                    raise PermissionError(13, "Permission denied", folder.name(name))
-            real(folder, name)
-
-        monkeypatch.setattr(files.Folder, "unlink", unlink)
-
-
 def test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_another(
     root: Path,
     post: Post,
@@ -529,6 +511,37 @@ def test_a_message_whose_unlink_fails_is_never_entered_again_nor_taken_by_anothe
     receiver.drain()
     assert queued(root) == []
     assert context.ids == [message.id] and beside.ids == []
+
+
+@pytest.mark.parametrize("last_try", ["fails", "succeeds"])
+def test_a_letter_whose_unlink_still_fails_at_shutdown_is_queued_again_for_any_receiver(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    hosts: Callable[..., Host],
+    monkeypatch: pytest.MonkeyPatch,
+    last_try: str,
+) -> None:
+    """Shutdown tries the unlink once more; if it fails again the claim is released,
+    so the letter waits in the mailbox for the next receiver (a ledger tells that
+    one it is in already), rather than staying locked by a receiver that is gone."""
+    unlinks = FailingUnlinks(monkeypatch)
+    context = Recording(ledger=False)
+    receiver = hosts(post, context)
+    message = deposit(root, "entered, not unlinked", NOW)
+    receiver.start()
+    assert context.ids == [message.id] and queued(root) == [message.file_name]
+
+    unlinks.failing = last_try == "fails"
+    receiver.stop()
+    assert unlinks.attempts == 2
+    if last_try == "succeeds":
+        assert queued(root) == []
+        return
+    assert queued(root) == [message.file_name]
+    claim = helpers.claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None, "the letter is still locked by the receiver that stopped"
+    claim.release()
 
 
 def _crash_after_entry(root: Path, receiver: Host, entries_so_far: Callable[[], int]) -> None:
@@ -862,6 +875,24 @@ def test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listen
     assert os.listdir(root / "listeners") == []
 
 
+def test_a_listener_that_ended_since_it_was_seen_is_not_handed_the_record(
+    root: Path, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    """The other listener's lock still stands, but the process table no longer knows
+    its process (it ended in between): the record goes offline instead (INV-15)."""
+    post = Post(root, clock=clock, processes=FakeProcessTable({}))
+    lines: list[str] = []
+    first = hosts(post, Recording(), say=lines.append)
+    second = hosts(post, Recording(), say=lines.append, also=True)
+    first.start()
+    second.start()
+
+    second.stop()
+    offline = registry.read(root, ADDRESS)
+    assert offline is not None and offline.pid is None
+    assert lines == [f"stopped; {ADDRESS} is offline"]
+
+
 def test_a_record_another_receiver_wrote_stays_theirs_at_shutdown(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
@@ -905,6 +936,11 @@ def test_start_records_the_real_process_start_time(root: Path, hosts: Callable[.
     assert record is not None
     assert record.pid == os.getpid()
     assert record.pid_start == OsProcessTable().start_token(os.getpid())
+
+
+def test_a_host_serves_only_once_started(post: Post, hosts: Callable[..., Host]) -> None:
+    with pytest.raises(RuntimeError, match=r"start\(\) the host before serving"):
+        hosts(post, Recording()).serve()
 
 
 def test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on(
@@ -1511,6 +1547,31 @@ def test_an_interrupted_command_is_ended_with_everything_it_started(
     with pytest.raises(host.EntryFailed, match="stopping"):
         context.enter(_delivery())  # a stopped context starts no other command
     assert not (tmp_path / "child").exists()
+
+
+# The shell ends at TERM; the child it left ignores TERM and outlives it.
+DEAF_ORPHAN = '(trap "" TERM; exec sleep 30) & echo $! > "$OUT/child"; wait'
+
+
+def test_a_group_that_cannot_be_probed_counts_as_running_and_is_killed_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the timeout the shell is gone, but a member of its group may have changed
+    user (the kernel refuses to say whether the group lives): it is taken to run, so
+    what outlived the TERM is killed at the end of the grace."""
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.2)
+    signal_group = os.killpg
+
+    def unprobeable(group: int, signum: int) -> None:
+        if signum == 0:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        signal_group(group, signum)
+
+    monkeypatch.setattr(os, "killpg", unprobeable)
+    context = ExecContext(DEAF_ORPHAN, {"OUT": str(tmp_path)}, timeout_s=0.3)
+    with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
+        context.enter(_delivery())
+    assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
 
 
 def test_a_stop_while_a_command_runs_leaves_its_letter_queued_and_uncounted(

@@ -3,6 +3,7 @@ lifetime; a file whose lock can be taken is stale (INV-06, INV-14, INV-15)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from pipost import files, listeners
 from pipost.address import address_of
-from tests.helpers import tree_snapshot
+from tests.helpers import VanishingFolders, open_descriptors, removed_while_awaited, tree_snapshot
 
 ADDRESS = address_of("listened-session")
 HOLDER = """
@@ -171,3 +172,81 @@ def test_a_listeners_folder_that_is_a_symlink_is_refused(tmp_path: Path) -> None
     with pytest.raises(files.UnsafePath):
         listeners.running(root, ADDRESS)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_listener_that_left_or_let_go_touches_nothing_again(tmp_path: Path) -> None:
+    """leave() after leave() or close() does nothing: its descriptors are closed, and
+    their numbers may by then name another listener's files."""
+    root = tmp_path / "post"
+    gone = listeners.join(root, ADDRESS)
+    gone.leave()
+    let_go = listeners.join(root, ADDRESS)
+    let_go.close()
+    (stale,) = os.listdir(folder(root))
+    place = listeners.join(root, ADDRESS)
+    (name,) = os.listdir(folder(root))
+    assert name != stale, "the stale file went as the next listener joined"
+
+    gone.leave()
+    let_go.leave()
+    assert listeners.running(root, ADDRESS) == [os.getpid()]
+    assert os.listdir(folder(root)) == [name]
+    place.leave()
+
+
+def test_a_listener_whose_post_office_moved_away_still_removes_its_file(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    place = listeners.join(root, ADDRESS)
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    place.leave()
+    assert os.listdir(folder(moved)) == [], "its file went; the folder is left to the next"
+    assert not root.exists()
+
+
+def test_a_listener_that_cannot_remove_its_file_leaves_it_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    place = listeners.join(root, ADDRESS)
+
+    def refused(held: files.Folder, name: str) -> None:
+        raise PermissionError(13, "Permission denied", held.name(name))
+
+    with monkeypatch.context() as disk:
+        disk.setattr(files.Folder, "unlink", refused)
+        place.leave()
+    assert listeners.running(root, ADDRESS) == [], "no longer held: stale"
+    (stale,) = os.listdir(folder(root))
+    again = listeners.join(root, ADDRESS)
+    assert stale not in os.listdir(folder(root))
+    again.leave()
+
+
+def test_a_listener_joining_as_the_last_one_leaves_joins_the_folder_made_again(
+    tmp_path: Path,
+) -> None:
+    """The folder removed (by the last listener to leave) while the join waited for
+    its lock: the join starts again, in a folder of its own."""
+    root = tmp_path / "post"
+    files.make(root, "listeners", ADDRESS).close()
+    before = open_descriptors()
+    place = removed_while_awaited(folder(root), lambda: listeners.join(root, ADDRESS))
+    assert listeners.running(root, ADDRESS) == [os.getpid()]
+    place.leave()
+    assert open_descriptors() == before
+
+
+def test_a_folder_of_listeners_that_keeps_vanishing_is_said_and_leaks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    vanishing = VanishingFolders(monkeypatch)
+    monkeypatch.setattr(listeners, "_JOIN_ATTEMPTS", 3)
+    before = open_descriptors()
+    with pytest.raises(OSError, match="the folder of listeners kept vanishing") as failed:
+        listeners.join(root, ADDRESS)
+    assert failed.value.errno == errno.EAGAIN
+    assert failed.value.filename == str(folder(root))
+    assert vanishing.asked == 3
+    assert open_descriptors() == before

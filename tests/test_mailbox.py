@@ -20,10 +20,12 @@ from pipost import files, mailbox
 from pipost.message import Message, Rejected, encode, parse
 from tests.helpers import (
     NOW,
+    VanishingFolders,
     claim_named,
     deposit,
     make_message,
     make_record,
+    open_descriptors,
     peek,
     tree_snapshot,
     write_record,
@@ -115,6 +117,22 @@ def test_a_deposit_the_file_system_refuses_names_the_mailbox_not_the_temporary(
     assert str(failed.value) == (
         f"cannot write to mailbox {ADDRESS} ({inbox(root)}): Permission denied"
     )
+    assert os.listdir(inbox(root)) == []
+
+
+def test_a_mailbox_that_keeps_vanishing_refuses_the_deposit_and_writes_nothing(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removed by a sweep every time the deposit waited for its lock: the send is
+    refused as one that cannot write the mailbox, rather than retried for ever."""
+    vanishing = VanishingFolders(monkeypatch)
+    monkeypatch.setattr(mailbox, "_DEPOSIT_ATTEMPTS", 3)
+    with pytest.raises(mailbox.DepositFailed) as failed:
+        deposit(root, ADDRESS, make_message(NOW))
+    assert str(failed.value) == (
+        f"cannot write to mailbox {ADDRESS} ({inbox(root)}): mailbox folder kept vanishing"
+    )
+    assert vanishing.asked == 3
     assert os.listdir(inbox(root)) == []
 
 
@@ -223,6 +241,53 @@ def test_release_leaves_the_letter_queued_for_the_next_claim(root: Path) -> None
     assert second is not None
     assert second.content == message
     second.release()
+
+
+def test_a_letter_taken_while_peek_reads_the_mailbox_is_not_shown(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken, kept = fill(root, 2)
+    read = files.Folder.read_bounded
+
+    def taken_first(folder: files.Folder, name: str, limit: int) -> bytes | None:
+        if name == taken.file_name:  # a receiver's receipt, between listing and reading
+            folder.unlink(name)
+        return read(folder, name, limit)
+
+    monkeypatch.setattr(files.Folder, "read_bounded", taken_first)
+    assert [letter.content for letter in peek(root, ADDRESS)] == [kept]
+
+
+@pytest.mark.parametrize("fails", ["the read", "a descriptor of the root"])
+def test_a_claim_that_fails_once_locked_leaves_the_letter_free_and_nothing_open(
+    root: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    (message,) = fill(root, 1)
+    before = open_descriptors()
+    with monkeypatch.context() as broken:
+        if fails == "the read":
+
+            def unreadable(handle: files.OpenFile, limit: int) -> bytes:
+                raise OSError(5, "Input/output error")
+
+            broken.setattr(files.OpenFile, "read", unreadable)
+        else:
+            duplicate = os.dup
+            made: list[int] = []
+
+            def no_second_descriptor(fd: int) -> int:
+                made.append(fd)
+                if len(made) == 2:  # the mailbox's own, then the root's
+                    raise OSError(24, "Too many open files")
+                return duplicate(fd)
+
+            broken.setattr(os, "dup", no_second_descriptor)
+        with pytest.raises(OSError):
+            list(mailbox.claims(root, ADDRESS))
+    assert open_descriptors() == before
+    claim = claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None and claim.content == message
+    claim.release()
 
 
 def test_a_symlinked_letter_is_refused_not_followed(root: Path, tmp_path: Path) -> None:

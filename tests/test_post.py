@@ -14,7 +14,7 @@ import pytest
 
 from pipost import cli, files, mailbox, message
 from pipost.message import Message, Sender
-from pipost.post import Post, Receipt, Refused, os_caller
+from pipost.post import Post, Receipt, Refused, default_root, os_caller
 from pipost.refusals import (
     BadEnvelope,
     BodyTooLarge,
@@ -166,6 +166,22 @@ def test_a_full_mailbox_refuses_naming_the_address_and_writes_nothing(
     assert f"the cap is {mailbox.CAP}" in str(refused.value)
     assert tree_snapshot(root) == before
     assert mailbox.count(root, live.address) == 0
+
+
+@pytest.mark.parametrize("order", ["given", "reversed"])
+def test_of_several_full_mailboxes_the_refusal_names_the_first_given(
+    root: Path, offline: Record, live: Record, stalled: Record, order: str
+) -> None:
+    full = [offline.address, live.address]
+    for address in full:
+        for offset in range(mailbox.CAP):
+            deposit(root, address, make_message(NOW + offset), durable=False)
+    targets = [stalled.address, *(full if order == "given" else full[::-1])]
+    before = tree_snapshot(root)
+    with pytest.raises(Refused) as refused:
+        post_at(root).send(targets, "hello", SENDER, caller())
+    assert refused.value.reason == MailboxFull(targets[1], mailbox.CAP, mailbox.CAP)
+    assert tree_snapshot(root) == before
 
 
 def test_a_mailbox_filled_by_a_racing_sender_is_reported_with_what_was_queued(
@@ -364,6 +380,72 @@ def test_one_symlinked_mailbox_does_not_break_listing_or_sending_to_others(
     with pytest.raises(files.UnsafePath):
         post.send(["bob"], "hello", SENDER, caller)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_session_s_symlinked_mailbox_is_not_followed_to_count_its_letters(
+    tmp_path: Path,
+) -> None:
+    """Found by its address (pi-post resolve, a send), the session's queued count is
+    0: the letters behind the link are not counted, nor are they anyone's mail."""
+    root = tmp_path / "post"
+    bob = write_record(root, make_record("bob-session", "/home/dev/bob", name="bob"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (elsewhere / make_message(NOW).file_name).write_bytes(message.encode(make_message(NOW)))
+    (root / "inbox").mkdir()
+    (root / "inbox" / bob.address).symlink_to(elsewhere)
+    with post_at(root).directory() as directory:
+        found = directory.by_address(bob.address)
+    assert found is not None and found.queued == 0
+
+
+@pytest.mark.parametrize("linked", ["inbox", "mailbox"])
+def test_an_address_whose_only_mailbox_is_a_symlink_is_unknown(tmp_path: Path, linked: str) -> None:
+    """No record names it, and a link is no mailbox: the send is refused as one to an
+    address nothing can be addressed at, and nothing is written behind the link."""
+    root = tmp_path / "post"
+    address = "s-0123456789ab"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / address).mkdir(parents=True, mode=0o700)
+    files.make_root(root).close()
+    if linked == "inbox":
+        (root / "inbox").symlink_to(elsewhere)
+    else:
+        (root / "inbox").mkdir()
+        (root / "inbox" / address).symlink_to(elsewhere / address)
+    with pytest.raises(Refused) as refused:
+        post_at(root).send([address], "hi", SENDER, caller())
+    assert refused.value.reason == UnknownAddress(address)
+    assert list((elsewhere / address).iterdir()) == []
+
+
+def test_without_pi_post_dir_the_post_office_is_the_one_under_home() -> None:
+    expected = "/home/dev/.pi/agent/post"
+    assert default_root({"HOME": "/home/dev"}) == expected
+    assert default_root({"HOME": "/home/dev", "PI_POST_DIR": ""}) == expected
+
+
+def test_a_post_office_without_a_registry_lists_no_session(root: Path) -> None:
+    """A send to a bare address made inbox/ before any session registered."""
+    deposit(root, "s-0123456789ab", make_message(NOW))
+    assert post_at(root).sessions() == []
+
+
+def test_a_mailbox_swept_between_the_listing_and_its_count_counts_as_empty(
+    root: Path, offline: Record, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = root / "inbox" / offline.address
+    folder.mkdir(parents=True)
+    names = files.Folder.names
+
+    def swept_meanwhile(listed: files.Folder) -> list[str]:
+        found = names(listed)
+        if listed.path == str(root / "inbox") and folder.exists():
+            folder.rmdir()  # a sweep, between the listing of inbox/ and the count
+        return found
+
+    monkeypatch.setattr(files.Folder, "names", swept_meanwhile)
+    assert [(c.address, c.queued) for c in post_at(root).sessions()] == [(offline.address, 0)]
 
 
 @pytest.mark.parametrize("mailbox_exists", [True, False], ids=["mailbox", "no-mailbox-yet"])

@@ -160,6 +160,39 @@ def test_the_listing_holds_every_address_and_passes_over_what_is_no_address(
     ]
 
 
+def test_the_listing_passes_over_a_reason_it_cannot_read_and_follows_no_link(
+    root: Path, tmp_path: Path
+) -> None:
+    bad_letter(root, "0000000000001-00000000.json")
+    set_aside(root, ADDRESS, "0000000000001-00000000.json", "not JSON")
+    kept = root / "quarantine" / ADDRESS
+    planted = tmp_path / "planted"
+    planted.write_text("a reason pipost never wrote")
+    (kept / "0000000000002-00000000.json.reason").symlink_to(planted)
+    (kept / "0000000000003-00000000.json.reason").mkdir()
+    listed = quarantine.quarantined(root)
+    assert [(q.name, q.reason) for q in listed] == [("0000000000001-00000000.json", "not JSON")]
+
+
+def test_the_listing_passes_over_an_address_whose_folder_goes_while_it_lists(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad_letter(root, "0000000000001-00000000.json")
+    set_aside(root, ADDRESS, "0000000000001-00000000.json", "not JSON")
+    emptied = root / "quarantine" / "s-00000000000a"
+    emptied.mkdir()
+    names = files.Folder.names
+
+    def emptied_meanwhile(folder: files.Folder) -> list[str]:
+        listed = names(folder)
+        if emptied.name in listed:
+            emptied.rmdir()  # its owner cleans up, between the listing and the opening
+        return listed
+
+    monkeypatch.setattr(files.Folder, "names", emptied_meanwhile)
+    assert [(q.address, q.reason) for q in quarantine.quarantined(root)] == [(ADDRESS, "not JSON")]
+
+
 def test_listing_the_quarantine_changes_nothing(root: Path) -> None:
     bad_letter(root, "0000000000001-00000000.json")
     set_aside(root, ADDRESS, "0000000000001-00000000.json", "not JSON")

@@ -33,7 +33,9 @@ from tests.helpers import (
     deposit,
     make_message,
     make_record,
+    removed_while_awaited,
     tree_snapshot,
+    unprivileged_python,
     write_record,
 )
 
@@ -144,6 +146,48 @@ def test_records_skip_garbage_and_half_written_files(root: Path, tmp_path: Path)
     assert registry.read(root, truncated.address) is None
 
 
+def test_a_record_is_never_read_through_a_symlinked_root(root: Path, tmp_path: Path) -> None:
+    record = write_record(root, make_record("sess-behind-a-link", "/x"))
+    linked = tmp_path / "linked-post"
+    linked.symlink_to(root)
+    assert registry.read(linked, record.address) is None
+    assert registry.read(root, record.address) == record
+
+
+def test_a_record_whose_rename_fails_stays_as_it_was_with_no_temporary_left(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = write_record(root, make_record("sess-rename-fails", "/x"))
+
+    def failing_rename(self: files.Folder, name: str, target: str, into: object = None) -> None:
+        raise OSError(5, "Input/output error", name)
+
+    monkeypatch.setattr(files.Folder, "rename", failing_rename)
+    with pytest.raises(OSError, match="Input/output error"):
+        registry.heartbeat(root, record, NOW + 30_000)
+    assert os.listdir(root / "registry") == [f"{record.address}.json"]
+    assert registry.read(root, record.address) == record
+
+
+def test_a_record_whose_rename_and_cleanup_both_fail_says_the_rename_s_error(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary then stays, for the sweep to remove once it is stale."""
+    record = write_record(root, make_record("sess-rename-fails", "/x"))
+
+    def failing_rename(self: files.Folder, name: str, target: str, into: object = None) -> None:
+        raise OSError(5, "Input/output error", name)
+
+    def failing_unlink(self: files.Folder, name: str) -> None:
+        raise OSError(30, "Read-only file system", name)
+
+    monkeypatch.setattr(files.Folder, "rename", failing_rename)
+    monkeypatch.setattr(files.Folder, "unlink", failing_unlink)
+    with pytest.raises(OSError, match="Input/output error"):
+        registry.heartbeat(root, record, NOW + 30_000)
+    assert registry.read(root, record.address) == record
+
+
 def test_records_of_an_absent_registry_are_none(root: Path) -> None:
     assert registry.records(root) == []
     assert not root.exists()
@@ -177,6 +221,12 @@ def test_presence(
     record = make_record("sess-presence", "/x", last_seen=NOW - beat_ago_ms)
     record = record.replace(pid=pid, pid_start=pid_start)
     assert session.presence(record, NOW, FakeProcessTable(table)) is expected
+
+
+def test_a_presence_reads_as_its_name_where_a_failure_prints_it() -> None:
+    shown = {repr(state): state for state in (Presence.LIVE, Presence.STALLED, Presence.OFFLINE)}
+    assert list(shown) == ["Presence.LIVE", "Presence.STALLED", "Presence.OFFLINE"]
+    assert all(eval(text, {"Presence": Presence}) is state for text, state in shown.items())
 
 
 def test_os_process_table_knows_this_process() -> None:
@@ -226,6 +276,33 @@ def test_os_process_table_takes_an_ended_process_not_yet_reaped_for_gone() -> No
 def test_os_process_table_refuses_pids_that_name_no_single_process() -> None:
     assert OsProcessTable().start_token(0) is None
     assert OsProcessTable().start_token(-1) is None
+
+
+def test_a_process_of_another_user_is_seen_with_its_start_time() -> None:
+    """A recorded pid may be another user's process (a pid taken again by someone
+    else): the kernel refuses to signal it, and it still counts as running, its start
+    time read as its owner reads it."""
+    pid = os.getpid() if os.geteuid() == 0 else 1  # root's, whoever asks as nobody
+    token = OsProcessTable().start_token(pid)
+    assert token
+    code = f"from pipost.registry import OsProcessTable as T; print(T().start_token({pid}))"
+    shown = subprocess.run(
+        unprivileged_python(code), capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shown.stdout == f"{token}\n"
+
+
+def test_a_process_whose_stat_cannot_be_read_has_an_unknown_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/proc hidden from this user (hidepid) or the entry gone in between: the process
+    is there (it answered the signal), when it started is not known."""
+
+    def unreadable(path: str, mode: str) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(registry, "open", unreadable, raising=False)
+    assert OsProcessTable().start_token(os.getpid()) == ""
 
 
 def ps_state(pid: int) -> str:
@@ -349,6 +426,28 @@ def test_on_macos_an_ended_process_is_gone(
     assert OsProcessTable().start_token(os.getpid()) is None
 
 
+@pytest.mark.parametrize(
+    ("size", "pid_shift"), [(KINFO_PROC_SIZE - 8, 0), (KINFO_PROC_SIZE, 1)], ids=["size", "pid"]
+)
+def test_on_macos_a_kinfo_proc_of_another_layout_leaves_the_start_unknown(
+    macos: KinfoProcs, monkeypatch: pytest.MonkeyPatch, size: int, pid_shift: int
+) -> None:
+    """Another struct size, or p_pid not where it is read: the offsets read are not
+    this kernel's, so nothing read there is taken for a start time."""
+    macos.processes[os.getpid()] = (1796078534, 257, SRUN)
+
+    def other_layout(name: Any, length: int, info: Any, answered: Any, *rest: Any) -> int:
+        status = macos(name, length, info, answered, *rest)
+        answered.contents.value = size
+        ctypes.memmove(
+            ctypes.addressof(info) + 40, (os.getpid() + pid_shift).to_bytes(4, sys.byteorder), 4
+        )
+        return status
+
+    monkeypatch.setattr(registry, "_sysctl", lambda: other_layout)
+    assert OsProcessTable().start_token(os.getpid()) == ""
+
+
 def test_on_macos_a_kernel_that_does_not_answer_leaves_the_start_unknown(
     macos: KinfoProcs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -387,6 +486,22 @@ def test_elsewhere_a_ps_that_cannot_run_leaves_the_start_unknown(
     bsd: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(registry, "_PS", ("/nonexistent/ps", "-p"))
+    assert OsProcessTable().start_token(os.getpid()) == ""
+
+
+@pytest.mark.parametrize(
+    "ps_command",
+    [
+        ("sh", "-c", "echo S Tue Dec 1 14:22:12 2026; exit 1"),  # the pid is its $0
+        ("echo", "S", "Tue", "Smarch", "1", "14:22:12"),  # the pid stands for the year
+        ("echo", "S", "Tue", "Dec", "1"),  # no year
+    ],
+    ids=["fails", "no month", "five columns"],
+)
+def test_elsewhere_a_ps_that_answers_otherwise_leaves_the_start_unknown(
+    bsd: None, monkeypatch: pytest.MonkeyPatch, ps_command: tuple[str, ...]
+) -> None:
+    monkeypatch.setattr(registry, "_PS", ps_command)
     assert OsProcessTable().start_token(os.getpid()) == ""
 
 
@@ -623,6 +738,47 @@ def test_a_mailbox_temporary_is_removed_under_the_mailbox_lock(
     assert held_while_unlinking == [True]
 
 
+def test_a_sweep_of_a_post_office_not_made_yet_removes_nothing_and_makes_nothing(
+    root: Path,
+) -> None:
+    assert sweep.sweep(root, NOW, FakeProcessTable()) == sweep.SweepReport((), ())
+    assert not root.exists()
+
+
+@pytest.mark.parametrize("gone_before", ["lstat", "unlink"])
+def test_a_stale_temporary_another_sweep_removes_first_is_not_counted_twice(
+    root: Path, monkeypatch: pytest.MonkeyPatch, gone_before: str
+) -> None:
+    """Two sweeps at once (two sessions starting): whichever unlinks a temporary
+    first reports it; the other passes over it and sweeps on."""
+    orphan = address_of("sess-orphan")
+    raced = lay_temporary(root / "inbox" / orphan / "1796078534257-00000000.json.tmp", STALE_MS)
+    other = lay_temporary(root / "inbox" / orphan / "1796078534257-00000001.json.tmp", STALE_MS)
+    real = getattr(files.Folder, gone_before)
+
+    def the_other_sweep_first(folder: files.Folder, name: str) -> Any:
+        if name == raced.name and raced.exists():
+            raced.unlink()
+        return real(folder, name)
+
+    monkeypatch.setattr(files.Folder, gone_before, the_other_sweep_first)
+    report = sweep.sweep(root, NOW, FakeProcessTable())
+    assert report == sweep.SweepReport((), (orphan,), (f"inbox/{orphan}/{other.name}",))
+    assert os.listdir(root / "inbox") == []
+
+
+def test_a_mailbox_another_sweep_removes_while_this_one_waits_counts_as_empty(
+    root: Path,
+) -> None:
+    record = write_record(root, make_record("sess-stale", "/x", last_seen=NOW - YEAR_MS))
+    folder = root / "inbox" / record.address
+    folder.mkdir(parents=True)
+    report = removed_while_awaited(folder, lambda: sweep.sweep(root, NOW, FakeProcessTable()))
+    assert report == sweep.SweepReport((record.address,), ())
+    assert os.listdir(root / "registry") == []
+    assert os.listdir(root / "inbox") == []
+
+
 def test_a_deposit_whose_folder_is_swept_under_it_starts_again(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -793,6 +949,11 @@ RECORD_REJECTIONS: list[tuple[str, bytes, Rejected]] = [
         "pidStart number",
         _record_with(pidStart=7),
         Rejected("bad_field", "pidStart is not a string", field="pidStart"),
+    ),
+    (
+        "pidStart a lone surrogate",
+        _record_with(pidStart="\ud800"),
+        Rejected("bad_field", "pidStart holds unpaired surrogates", field="pidStart"),
     ),
     (
         "startedAt text",

@@ -3,6 +3,7 @@ development tools are pinned, and pre-commit runs the versions nox -s check does
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -89,6 +90,14 @@ def test_the_constraints_are_what_nox_installs() -> None:
     assert unconstrained == []
 
 
+def test_the_tools_nox_installs_by_name_are_pinned() -> None:
+    noxfile = (CHECKOUT / "noxfile.py").read_text(encoding="utf-8")
+    named = re.findall(r"^[A-Z_]+_TOOLS = \(([^)]*)\)", noxfile, re.MULTILINE)
+    tools = {_normalised(name) for group in named for name in re.findall(r'"([^"]+)"', group)}
+    assert {"mutmut", "twine"} <= tools
+    assert sorted(tools - set(pinned())) == []
+
+
 def test_the_workflow_a_port_copies_from_the_docs_is_valid(tmp_path: Path) -> None:
     docs = (CHECKOUT / "docs" / "conformance.md").read_text(encoding="utf-8")
     (example,) = re.findall(r"```yaml\n(.*?)```", docs, re.DOTALL)
@@ -105,3 +114,51 @@ def test_features_at_the_root_are_the_kits_one_copy() -> None:
     assert sorted(p.name for p in root.glob("*.feature")) == sorted(
         p.name for p in kit.glob("*.feature")
     )
+
+
+def test_the_gate_draws_the_same_examples_every_run_and_the_thorough_profile_explores() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def examples(profile: str) -> list[int]:
+        drawn: list[int] = []
+
+        @settings(settings.get_profile(profile), max_examples=30)
+        @given(st.integers())
+        def draw(number: int) -> None:
+            drawn.append(number)
+
+        draw()
+        return drawn
+
+    assert examples("gate") == examples("gate")
+    assert examples("thorough") != examples("thorough")
+    assert settings.get_profile("gate").database is None
+
+
+def test_a_second_collection_in_one_process_names_the_same_tests(tmp_path: Path) -> None:
+    """mutmut (nox -s mutation) collects the suite again in the process that recorded
+    it, and runs tests by the names it recorded: a parametrization whose ids change
+    on a second collection (pytest escapes a list of ids in place) would be not found."""
+    script = tmp_path / "collect_twice.py"
+    script.write_text(
+        "import contextlib, io, json, sys\n"
+        "import pytest\n"
+        "class Names:\n"
+        "    def pytest_collection_modifyitems(self, items):\n"
+        "        self.ids = [item.nodeid for item in items]\n"
+        "runs = []\n"
+        "for _ in range(2):\n"
+        "    names = Names()\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        pytest.main(['-q', '--collect-only', '-p', 'no:cacheprovider'], plugins=[names])\n"
+        "    runs.append(names.ids)\n"
+        "print(json.dumps(runs))\n",
+        encoding="utf-8",
+    )
+    ran = subprocess.run(
+        [sys.executable, str(script)], cwd=CHECKOUT, capture_output=True, text=True, check=True
+    )
+    first, second = json.loads(ran.stdout)
+    assert len(first) > 1000
+    assert [name for name in second if name not in set(first)] == []

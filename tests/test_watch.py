@@ -16,6 +16,7 @@ import ctypes
 import os
 import select
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import pytest
 
 from pipost import watch
 from pipost.watch import FolderWatch
+from tests.helpers import open_descriptors
 
 NEVER_S = 30.0
 """A wait this long would outlast the test: a wait that ended was ended by something."""
@@ -316,10 +318,6 @@ def test_wait_gone_reports_a_letter_that_stays(kernel: str, folder: Path) -> Non
 # -- kqueue's own descriptors --------------------------------------------------------------
 
 
-def open_descriptors() -> set[str]:
-    return set(os.listdir("/dev/fd"))  # Linux and macOS alike
-
-
 @pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
 def test_a_kqueue_watch_leaves_no_descriptor_open(kernel: str, folder: Path) -> None:
     before = open_descriptors()
@@ -343,3 +341,107 @@ def test_a_kqueue_watch_is_not_set_through_a_symlink(
     finally:
         watched.close()
         through_link.close()
+
+
+# -- where the kernel cannot watch -----------------------------------------------------------
+
+
+def test_a_system_with_neither_kqueue_nor_inotify_waits_by_timeout_and_polls(
+    folder: Path, watches: list[FolderWatch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(select, "kqueue", raising=False)
+    monkeypatch.setattr(sys, "platform", "sunos5")
+    made = FolderWatch(folder)
+    watches.append(made)
+    assert not made.uses_kernel_events
+    assert wait_gone_while_removed(folder) == [True]
+
+
+class NoInotify:
+    """libc when inotify refuses: no instance left (EMFILE: max_user_instances), or no
+    watch (ENOSPC: max_user_watches; ENOENT: the folder is gone)."""
+
+    def __init__(self, refused: str) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._refused = refused
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self._refused:
+            return lambda *arguments: -1
+        return getattr(self._libc, name)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+@pytest.mark.parametrize("refused", ["inotify_init1", "inotify_add_watch"])
+def test_where_inotify_refuses_the_watch_falls_back_to_polling_and_leaks_nothing(
+    folder: Path, watches: list[FolderWatch], monkeypatch: pytest.MonkeyPatch, refused: str
+) -> None:
+    monkeypatch.setattr(watch, "_spare_instances", [])
+    monkeypatch.setattr(watch, "_libc", lambda: NoInotify(refused))
+    before = open_descriptors()
+    made = FolderWatch(folder)
+    assert not made.uses_kernel_events
+    made.close()
+    assert open_descriptors() == before
+    assert wait_gone_while_removed(folder) == [True]
+    assert open_descriptors() == before
+
+
+@pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
+@pytest.mark.parametrize("refused", ["kqueue", "control"])
+def test_where_kqueue_refuses_the_watch_falls_back_to_polling_and_leaks_nothing(
+    kernel: str, folder: Path, monkeypatch: pytest.MonkeyPatch, refused: str
+) -> None:
+    """kqueue() with no descriptor left, or a kevent the kernel refuses to add."""
+
+    def no_descriptor_left() -> KqueueOnInotify:
+        KqueueOnInotify().close()  # asked for, as the fixture checks
+        raise OSError(24, "Too many open files")
+
+    def refusing_control(self: KqueueOnInotify, *arguments: Any) -> Any:
+        raise OSError(22, "Invalid argument")
+
+    if refused == "kqueue":
+        monkeypatch.setattr(select, "kqueue", no_descriptor_left)
+    else:
+        monkeypatch.setattr(KqueueOnInotify, "control", refusing_control)
+    before = open_descriptors()
+    made = FolderWatch(folder)
+    assert not made.uses_kernel_events
+    made.close()
+    assert wait_gone_while_removed(folder) == [True]
+    assert open_descriptors() == before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_a_forked_child_does_not_share_the_parent_s_spare_inotify_instances(
+    folder: Path,
+) -> None:
+    assert watch.wait_gone(folder / "0000000000001-00000000.json", NEVER_S)
+    spares = list(watch._spare_instances)
+    assert spares  # the receipt wait keeps its instance for the next one
+    report_read, report_write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the forked child reports through the pipe
+        still_open = [fd for fd in spares if os.path.exists(f"/proc/self/fd/{fd}")]
+        os.write(report_write, repr((watch._spare_instances, still_open)).encode())
+        os._exit(0)
+    os.close(report_write)
+    _, status = os.waitpid(child, 0)
+    with os.fdopen(report_read) as report:
+        assert report.read() == "([], [])"
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert watch._spare_instances == spares
+
+
+def test_draining_a_wake_pipe_whose_writer_is_gone_ends() -> None:
+    """The end of the pipe ends the drain as an empty pipe does: it never spins."""
+    wake_read, wake_write = os.pipe()
+    os.write(wake_write, b"!" * 10)
+    os.close(wake_write)
+    drained = threading.Thread(target=watch._drain, args=(wake_read,), daemon=True)
+    drained.start()
+    drained.join(JOIN_S)
+    assert not drained.is_alive()
+    assert os.read(wake_read, 1) == b""
+    os.close(wake_read)

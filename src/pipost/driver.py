@@ -159,8 +159,9 @@ class InProcessDriver:
         try:
             return operation(**args)
         except Refused as refused:
-            if isinstance(refused.reason, str):  # a front end's own words: not the driver's
-                raise
+            # Only a front end refuses in words of its own (PI_POST_DIR): the driver's
+            # operations are given their root, and every refusal of theirs is data.
+            assert not isinstance(refused.reason, str), refused.reason
             return {refused.reason.outcome: reason(refused.reason)}
         except OSError as error:
             where = f": {error.filename}" if error.filename else ""
@@ -798,15 +799,14 @@ class SubprocessDriver:
         process, self._process = self._process, None
         if process is None:
             return
-        if process.stdin is not None:
-            process.stdin.close()
+        assert process.stdin is not None and process.stdout is not None  # _start pipes both
+        process.stdin.close()
         try:
             process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+        process.stdout.close()
 
     def _start(self) -> None:
         self.close()

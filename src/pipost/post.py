@@ -113,11 +113,6 @@ class Post:
         with self.directory() as directory:
             return list(directory.candidates())
 
-    def by_address(self, address: str) -> Candidate | None:
-        """The session at ``address``, its record read once; None when it has none."""
-        with self.directory() as directory:
-            return directory.by_address(address)
-
     def resolve(self, handle: str, caller: Caller) -> Target:
         with self.directory() as directory:
             return directory.resolve(handle, caller)
@@ -199,9 +194,8 @@ def _refuse_a_full_mailbox(top: files.Folder, targets: Sequence[Target]) -> None
     if all(count < mailbox.CAP for count in queued.values()):
         return
     queued[targets[0].address] = mailbox.count_in(top, targets[0].address)
-    for target in targets:
-        if queued[target.address] >= mailbox.CAP:
-            raise Refused(MailboxFull(target.address, queued[target.address], mailbox.CAP))
+    full = next(target.address for target in targets if queued[target.address] >= mailbox.CAP)
+    raise Refused(MailboxFull(full, queued[full], mailbox.CAP))
 
 
 class DiskDirectory:

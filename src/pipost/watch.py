@@ -67,10 +67,8 @@ class FolderWatch:
     def wait(self, timeout: float) -> None:
         events = self._events
         sources = [self._wake_read] + ([events.fileno()] if events is not None else [])
-        try:
-            ready, _, _ = select.select(sources, [], [], max(timeout, 0.0))
-        except InterruptedError:
-            return
+        # A signal does not end it (PEP 475: select is retried), a handler's wake() does.
+        ready, _, _ = select.select(sources, [], [], max(timeout, 0.0))
         if self._wake_read in ready:
             _drain(self._wake_read)
         if events is not None and events.fileno() in ready:

@@ -1,0 +1,120 @@
+"""The accounts of nox -s mutation (tools/mutation.py): every mutant that lived is
+matched with a reviewed account by its function and its change, so renumbering keeps
+an account and a changed line does not; an account left with no mutant is stale; the
+score leaves the equivalent mutants out. And the reviewed accounts read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# tools/ holds scripts, not a package (as tests/test_mutants_table.py imports mutants).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import mutation
+
+DIFF = "\n".join(
+    [
+        "--- src/pipost/policy.py",
+        "+++ src/pipost/policy.py",
+        "@@ -1,3 +1,3 @@",
+        " def x_verdict(hops):",
+        "-    if hops > LIMIT:  ",  # the trailing spaces are not part of the change
+        "+    if hops >= LIMIT:",
+        "         return REFUSE",
+    ]
+)
+CHANGE = "-    if hops > LIMIT:\n+    if hops >= LIMIT:"
+MUTANT = "pipost.policy.x_verdict__mutmut_7"
+
+
+def account(verdict: str = "equivalent", change: str = CHANGE) -> mutation.Account:
+    return mutation.Account("pipost.policy.x_verdict", change, verdict, "why")
+
+
+def test_a_change_is_the_lines_removed_and_added_without_headers_or_context() -> None:
+    assert mutation.change_of(DIFF) == CHANGE
+
+
+def test_a_mutant_names_its_function_and_module() -> None:
+    assert mutation.function_of("pipost.policy.x_verdict__mutmut_12") == "pipost.policy.x_verdict"
+    assert mutation.module_of("pipost.policy.x_verdict__mutmut_12") == "policy"
+
+
+def test_a_mutant_that_lived_is_accounted_for_by_function_and_change_whatever_its_number() -> None:
+    status = {MUTANT: "lived", "pipost.policy.x_verdict__mutmut_8": "killed"}
+    judged = mutation.judge(status, {MUTANT: CHANGE}, [account()], ["policy"])
+    assert judged.accounted == {MUTANT: account()}
+    assert (judged.unaccounted, judged.stale) == ([], [])
+    assert mutation.report(judged) == 0
+
+
+def test_a_mutant_whose_change_is_not_its_accounts_is_unaccounted_and_the_account_stale() -> None:
+    changes = {MUTANT: "-    if hops > LIMIT:\n+    if hops > 0:"}
+    judged = mutation.judge({MUTANT: "lived"}, changes, [account()], ["policy"])
+    assert judged.unaccounted == [MUTANT]
+    assert judged.stale == [account()]
+    assert mutation.report(judged) == 1
+
+
+def test_accounts_of_modules_not_judged_are_neither_used_nor_stale() -> None:
+    judged = mutation.judge({}, {}, [account()], ["address"])
+    assert (judged.accounted, judged.unaccounted, judged.stale) == ({}, [], [])
+
+
+def test_a_mutant_mutmut_could_not_judge_fails_the_run() -> None:
+    judged = mutation.judge({MUTANT: "not judged (-11)"}, {}, [], ["policy"])
+    assert mutation.report(judged) == 1
+
+
+def test_the_score_leaves_equivalent_mutants_out_and_counts_uncovered_ones_as_not_killed() -> None:
+    names = [f"pipost.policy.x_verdict__mutmut_{n}" for n in range(1, 6)]
+    status = dict(zip(names, ["killed", "killed", "killed", "lived", "lived"], strict=True))
+    equivalent = account("equivalent", "-a\n+b")
+    uncovered = account("uncovered", "-c\n+d")
+    changes = {names[3]: "-a\n+b", names[4]: "-c\n+d"}
+    judged = mutation.judge(status, changes, [equivalent, uncovered], ["policy"])
+    _, policy, everything = mutation.table(judged, ["policy"])
+    assert policy.split() == ["policy", "5", "3", "1", "1", "0", "75.0", "%"]
+    assert everything.split()[1:] == policy.split()[1:]
+
+
+def test_an_account_gives_a_known_verdict_and_a_reason() -> None:
+    entry = '[[mutant]]\nfunction = "pipost.policy.x_verdict"\nchange = """\n-a\n+b\n"""\n'
+    assert mutation.read_accounts(entry + 'verdict = "equivalent"\nreason = "why"\n') == [
+        mutation.Account("pipost.policy.x_verdict", "-a\n+b", "equivalent", "why")
+    ]
+    with pytest.raises(ValueError, match="not one of"):
+        mutation.read_accounts(entry + 'verdict = "fine"\nreason = "why"\n')
+    with pytest.raises(ValueError, match="reason"):
+        mutation.read_accounts(entry + 'verdict = "uncovered"\nreason = " "\n')
+
+
+def test_the_reviewed_accounts_read_each_file_of_its_own_module() -> None:
+    accounts = mutation.every_account()
+    modules = {path.stem for path in (mutation.REPOSITORY / mutation.PACKAGE).glob("*.py")}
+    assert {path.stem for path in mutation.ACCOUNTS.glob("*.toml")} <= modules
+    assert len(set(accounts)) == len(accounts)
+
+
+def test_an_account_in_another_modules_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = '[[mutant]]\nfunction = "pipost.policy.x_verdict"\nchange = "-a\\n+b"\n'
+    (tmp_path / "host.toml").write_text(entry + 'verdict = "equivalent"\nreason = "why"\n')
+    monkeypatch.setattr(mutation, "ACCOUNTS", tmp_path)
+    with pytest.raises(ValueError, match=r"host\.toml accounts for another module's"):
+        mutation.every_account()
+
+
+@pytest.mark.parametrize("change", [CHANGE, '-    end = "\\n"\n+    end = "\\r\\n"'])
+def test_a_draft_reads_back_as_the_account_of_its_mutant_once_filled_in(change: str) -> None:
+    (drafted,) = mutation.draft([MUTANT], {MUTANT: change})
+    with pytest.raises(ValueError, match="not one of"):
+        mutation.read_accounts(drafted)
+    filled = drafted.replace('verdict = ""', 'verdict = "equivalent"')
+    filled = filled.replace('reason = ""', 'reason = "why"')
+    accounts = mutation.read_accounts(filled)
+    judged = mutation.judge({MUTANT: "lived"}, {MUTANT: change}, accounts, ["policy"])
+    assert judged.accounted == {MUTANT: account(change=change)}

@@ -1,0 +1,340 @@
+"""Mutation testing by a tool nobody here tuned (``nox -s mutation``): mutmut 3 over the
+modules of src/pipost, then the score per module and in all, and every mutant that
+lived, each judged against the reviewed accounts in tools/survivors/<module>.toml.
+
+mutmut (configured in pyproject.toml's [tool.mutmut]) copies src/ into mutants/, every
+function of src/pipost behind a trampoline that runs the mutant MUTANT_UNDER_TEST
+names, and runs the pytest tests that reach a mutated function against it, two
+mutants at a time; mutants/ keeps the verdicts, so a rerun tests again only what
+changed. Processes the tests start load the mutated code too: mutants/src comes first
+on their PYTHONPATH, and tools/under_mutmut/ (also on it) records which functions they
+reach for mutmut's books; the features run as pytest tests from there.
+
+A mutant lives when no test fails against it ("survived"), or when no test reaches
+its function ("no tests"). Each must have an account: ``equivalent`` (it cannot
+change behaviour; not counted in the score) or ``uncovered`` (behaviour no invariant
+covers, with the reason; counted as not killed). An account names the function and
+the change, as ``mutmut show`` prints its lines, so renumbered mutants keep theirs.
+
+Usage: python tools/mutation.py [MODULE ...]   (default: every module of src/pipost)
+Exits 0 when every mutant is judged and every one that lived has an account and every
+account a mutant; 1 otherwise; 2 when mutmut could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+MUTANTS = REPOSITORY / "mutants"
+PACKAGE = Path("src") / "pipost"
+ACCOUNTS = Path(__file__).resolve().parent / "survivors"
+"""One file of accounts a module: <module>.toml."""
+UNDER_MUTMUT = Path(__file__).resolve().parent / "under_mutmut"
+JUDGED_AGAINST = MUTANTS / "lived-judged-against.json"
+"""Mutant → the digest of the tests it was last judged against (tests_digest)."""
+CHILD_STATS = MUTANTS / "child-stats"
+"""Where sitecustomize.py writes what each child of a test reaches (mutmut_children.py)."""
+WORKERS = 2
+"""The machine is shared: at most two mutants run at once."""
+
+KILLED, LIVED = "killed", "lived"
+STATUS_BY_EXIT_CODE: dict[int | None, str] = {1: KILLED, 3: KILLED, 0: LIVED, 5: LIVED, 33: LIVED}
+STATUS_BY_EXIT_CODE |= dict.fromkeys((36, 24, -24, 152, 255, -9), KILLED)
+"""mutmut's exit codes for a mutant (mutmut.stats): a failing test, a time-out (the
+tests' CPU budget ran out) and a kill after it are a kill; a pass, and no test, let
+the mutant live; anything else is a mutant not judged."""
+VERDICTS = ("equivalent", "uncovered")
+
+
+@dataclass(frozen=True)
+class Account:
+    function: str
+    change: str
+    verdict: str
+    reason: str
+
+
+def change_of(diff: str) -> str:
+    """The lines a mutant removes and adds, as mutmut show prints them, without the
+    file headers and the context, and with the trailing spaces dropped."""
+    lines = diff.splitlines()
+    kept = [
+        line.rstrip() for line in lines if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    return "\n".join(kept)
+
+
+def function_of(mutant: str) -> str:
+    """pipost.message.x_parse__mutmut_12 → pipost.message.x_parse"""
+    return mutant.rpartition("__mutmut_")[0]
+
+
+def module_of(mutant: str) -> str:
+    return mutant.split(".")[1]
+
+
+def read_accounts(text: str) -> list[Account]:
+    """An account file: [[mutant]] tables of function, change, verdict, reason."""
+    accounts = []
+    for entry in tomllib.loads(text).get("mutant", []):
+        account = Account(
+            function=entry["function"],
+            change=change_of(entry["change"]),
+            verdict=entry["verdict"],
+            reason=entry["reason"].strip(),
+        )
+        if account.verdict not in VERDICTS:
+            known = ", ".join(VERDICTS)
+            wrong = f"verdict {account.verdict!r} is not one of {known}"
+            raise ValueError(f"{account.function}: {wrong}")
+        if not account.reason:
+            raise ValueError(f"{account.function}: an account gives its reason")
+        accounts.append(account)
+    return accounts
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Every mutant's fate, and what the accounts say of those that lived."""
+
+    status: dict[str, str]
+    changes: dict[str, str]
+    accounted: dict[str, Account]
+    unaccounted: list[str]
+    stale: list[Account]
+
+
+def judge(
+    status: Mapping[str, str],
+    changes: Mapping[str, str],
+    accounts: Iterable[Account],
+    modules: Iterable[str],
+) -> Judgement:
+    """Match the mutants that lived (their changes in ``changes``) with the accounts of
+    the modules judged; an account that matches none of them is stale."""
+    by_key = {(a.function, a.change): a for a in accounts if a.function.split(".")[1] in modules}
+    accounted: dict[str, Account] = {}
+    unaccounted = []
+    for mutant, fate in status.items():
+        if fate != LIVED:
+            continue
+        account = by_key.get((function_of(mutant), changes[mutant]))
+        if account is None:
+            unaccounted.append(mutant)
+        else:
+            accounted[mutant] = account
+    used = set(accounted.values())
+    stale = [a for a in by_key.values() if a not in used]
+    return Judgement(dict(status), dict(changes), accounted, unaccounted, stale)
+
+
+def every_account() -> list[Account]:
+    """The accounts of every module; a file holds only its own module's."""
+    accounts = []
+    for path in sorted(ACCOUNTS.glob("*.toml")):
+        read = read_accounts(path.read_text(encoding="utf-8"))
+        strays = sorted({a.function for a in read if module_of(a.function) != path.stem})
+        if strays:
+            raise ValueError(f"{path.name} accounts for another module's {', '.join(strays)}")
+        accounts += read
+    return accounts
+
+
+def table(judgement: Judgement, modules: Iterable[str]) -> list[str]:
+    """The score per module and in all: killed of the mutants not equivalent."""
+    lines = [
+        f"{'module':<14}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'uncov.':>8}"
+        f"{'unacc.':>8}{'score':>9}"
+    ]
+    everything: Counter[str] = Counter()
+    for module in [*modules, None]:
+        if module is None:
+            counted, name = everything, "all"
+        else:
+            counted = _counts(judgement, module)
+            everything += counted
+            name = module
+        judged = counted["mutants"] - counted["equivalent"]
+        score = f"{100 * counted['killed'] / judged:.1f} %" if judged else "-"
+        lines.append(
+            f"{name:<14}{counted['mutants']:>8}{counted['killed']:>8}{counted['equivalent']:>8}"
+            f"{counted['uncovered']:>8}{counted['unaccounted']:>8}{score:>9}"
+        )
+    return lines
+
+
+def _counts(judgement: Judgement, module: str) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for mutant, fate in judgement.status.items():
+        if module_of(mutant) != module:
+            continue
+        counted["mutants"] += 1
+        if fate == KILLED:
+            counted["killed"] += 1
+        elif mutant in judgement.accounted:
+            counted[judgement.accounted[mutant].verdict] += 1
+        elif fate == LIVED:
+            counted["unaccounted"] += 1
+    return counted
+
+
+# -- running mutmut ------------------------------------------------------------------
+
+
+def environment() -> dict[str, str]:
+    """Mutated code first for every process, and the gate's (reproducible) examples.
+    Bytecode is written: a mutated module holds every mutant of its functions, and
+    compiling it again in each child would cost a second a process."""
+    path = [str(MUTANTS / "src"), str(UNDER_MUTMUT)]
+    kept = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return kept | {"PYTHONPATH": os.pathsep.join(path), "HYPOTHESIS_PROFILE": "gate"}
+
+
+def run_mutmut(names: list[str]) -> int:
+    """mutmut run: with no names, the mutants of new or changed functions; with names
+    (globs allowed), those mutants, whatever their verdicts."""
+    mutmut = Path(sys.executable).with_name("mutmut")
+    command = [str(mutmut), "run", "--max-children", str(WORKERS), *names]
+    # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is
+    # remembered as holding nothing, and the tests would import no pipost_conformance.
+    (MUTANTS / "src").mkdir(parents=True, exist_ok=True)
+    CHILD_STATS.mkdir(exist_ok=True)
+    CHILD_STATS.chmod(0o1777)  # some tests run their child as another user
+    return subprocess.run(command, cwd=REPOSITORY, env=environment(), check=False).returncode
+
+
+def tests_digest() -> str:
+    """What the verdicts of the mutants that lived were reached against: the tests,
+    the kit and this folder (a new test may kill a mutant mutmut let live)."""
+    digest = hashlib.sha256()
+    for folder in ("tests", "src/pipost_conformance", "tools/under_mutmut"):
+        for path in sorted((REPOSITORY / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(REPOSITORY)).encode() + b"\0")
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run(modules: list[str], chosen: bool) -> bool:
+    """New and changed mutants first (every mutant of chosen modules when one of them
+    is not judged yet); then, again, each mutant that lived against other tests than
+    today's. False if mutmut did not finish."""
+    before = mutmut_verdicts(modules)
+    if not chosen:
+        first: list[str] | None = []
+    elif not before or None in before.values():
+        first = [f"pipost.{module}.*" for module in modules]
+    else:
+        first = None
+    if first is not None and run_mutmut(first) != 0:
+        return False
+    digest = tests_digest()
+    against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    if first is not None:  # what mutmut judged just now was judged against today's tests
+        against |= {m: digest for m in mutmut_verdicts(modules) if first or before.get(m) is None}
+    lived = [
+        m for m, code in mutmut_verdicts(modules).items() if STATUS_BY_EXIT_CODE.get(code) == LIVED
+    ]
+    again = sorted(m for m in lived if against.get(m) != digest)
+    if again and run_mutmut(again) != 0:
+        return False
+    JUDGED_AGAINST.write_text(json.dumps(against | dict.fromkeys(again, digest), indent=1), "utf-8")
+    return True
+
+
+def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
+    """Mutant → mutmut's exit code, from its records (mutants/src/pipost/<module>.py.meta)."""
+    codes: dict[str, int | None] = {}
+    for module in modules:
+        meta = MUTANTS / PACKAGE / f"{module}.py.meta"
+        if meta.exists():
+            codes |= json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+    return codes
+
+
+def changes_of(mutants: Iterable[str]) -> dict[str, str]:
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    os.chdir(REPOSITORY)  # mutmut finds its records from the repository's root
+    return {
+        mutant: change_of(get_diff_for_mutant(mutant, path=PACKAGE / f"{module_of(mutant)}.py"))
+        for mutant in mutants
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="modules of src/pipost (default: all)")
+    parser.add_argument(
+        "--report-only", action="store_true", help="judge mutmut's last verdicts, run nothing"
+    )
+    parser.add_argument(
+        "--draft",
+        action="store_true",
+        help="print an account to fill in (verdict, reason) for each mutant without one",
+    )
+    arguments = parser.parse_args(argv)
+    every = sorted(p.stem for p in (REPOSITORY / PACKAGE).glob("*.py") if p.stem != "__init__")
+    modules = arguments.modules or every
+    unknown = sorted(set(modules) - set(every))
+    if unknown:
+        parser.error(f"not a module of src/pipost: {' '.join(unknown)}")
+    if not arguments.report_only and not run(modules, chosen=bool(arguments.modules)):
+        print("pi-post mutation: mutmut did not finish", file=sys.stderr)
+        return 2
+    codes = mutmut_verdicts(modules)
+    status = {m: STATUS_BY_EXIT_CODE.get(c, f"not judged ({c})") for m, c in codes.items()}
+    lived = [m for m, fate in status.items() if fate == LIVED]
+    accounts = every_account()
+    judgement = judge(status, changes_of(lived), accounts, modules)
+    present = sorted({module_of(mutant) for mutant in codes})
+    if arguments.draft:
+        print("\n\n".join(draft(judgement.unaccounted, judgement.changes)))
+        return 0
+    print("\n".join(["", *table(judgement, present)]))
+    return report(judgement)
+
+
+def draft(mutants: Iterable[str], changes: Mapping[str, str]) -> list[str]:
+    """An account to fill in for each mutant, its function and change written out (as
+    a literal string: a change may hold backslashes); it reads only once a verdict
+    and a reason are given."""
+    return [
+        f"[[mutant]]  # {mutant}\n"
+        f'function = "{function_of(mutant)}"\n'
+        f"change = '''\n{changes[mutant]}\n'''\n"
+        'verdict = ""  # equivalent | uncovered\n'
+        'reason = ""'
+        for mutant in mutants
+    ]
+
+
+def report(judgement: Judgement) -> int:
+    unjudged = {m: s for m, s in judgement.status.items() if s not in (KILLED, LIVED)}
+    for mutant, fate in unjudged.items():
+        print(f"not judged: {mutant}: {fate}")
+    for account in judgement.stale:
+        print(f"stale account (no mutant that lived has this change): {account.function}")
+        print("    " + account.change.replace("\n", "\n    "))
+    if judgement.unaccounted:
+        print(f"\n{len(judgement.unaccounted)} mutants lived with no account in tools/survivors/")
+        print("(each with its change: kill it with a test, or account for it):")
+        for mutant in judgement.unaccounted:
+            print(f"  {mutant}")
+            print("      " + judgement.changes[mutant].replace("\n", "\n      "))
+    return 1 if unjudged or judgement.stale or judgement.unaccounted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

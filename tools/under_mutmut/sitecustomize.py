@@ -1,0 +1,52 @@
+"""Loaded by every Python process nox -s mutation starts (tools/mutation.py puts this
+folder on PYTHONPATH, after mutants/src, so the pi-post commands and listeners the
+tests start import the mutated code and inherit MUTANT_UNDER_TEST).
+
+While mutmut records which tests reach which function ("stats"), a child's
+trampolines record into the child, which mutmut never reads; so each function the
+child reaches is written, the moment it is first reached (a child may be killed), to
+a file that names the test that started it (PIPOST_MUTATION_TEST, which
+mutmut_children.py sets for each test and the child inherits; not pytest's own
+variable, which a pytest run inside the child, the conformance runner's, overrides).
+mutmut_children.py, a pytest plugin in mutmut's own process, adds those to its books.
+Nothing is done outside a stats run: under a mutant the trampolines need nothing."""
+
+import os
+
+if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUTATION_TEST"):
+    from pathlib import Path
+
+    import mutmut.configuration
+    from mutmut.state import state
+
+    REPOSITORY = Path(__file__).resolve().parents[2]
+    test_id = os.environ["PIPOST_MUTATION_TEST"]
+
+    # mutmut reads its configuration from the folder a process starts in, and a
+    # test's scratch folder has none: read it once, from the repository.
+    started_in = os.getcwd()
+    os.chdir(REPOSITORY)
+    try:
+        mutmut.configuration.config()
+    finally:
+        os.chdir(started_in)
+
+    # tools/mutation.py makes the folder writable by all: some tests run their child
+    # as another user. A child that cannot write loses its record, never its run.
+    record = REPOSITORY / "mutants" / "child-stats" / str(os.getpid())
+    try:
+        record.write_text(test_id + "\n", encoding="utf-8")  # the first line names the test
+    except OSError:
+        pass
+    else:
+
+        class _Written(set[str]):
+            """A set that writes each new member to the child's file as it is added."""
+
+            def add(self, name: str) -> None:
+                if name not in self:
+                    super().add(name)
+                    with open(record, "a", encoding="utf-8") as file:
+                        file.write(name + "\n")
+
+        state()._stats = _Written()
