@@ -22,8 +22,8 @@ MUTATION_TOOLS = ("mutmut",)
 """What nox -s mutation mutates with, beside the dev extra."""
 
 
-def _install(session: nox.Session) -> None:
-    session.install("-c", CONSTRAINTS, "-e", ".[dev]")
+def _install(session: nox.Session, *tools: str) -> None:
+    session.install("-c", CONSTRAINTS, "-e", ".[dev]", *tools)
 
 
 def _contract(session: nox.Session, options: list[str]) -> None:
@@ -92,7 +92,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def types(session: nox.Session) -> None:
     """Mypy (strict; configured in pyproject.toml)."""
-    _install(session)
+    _install(session, *MUTATION_TOOLS)  # tools/mutation.py is checked against mutmut's types
     _types(session)
 
 
@@ -122,7 +122,7 @@ def check(session: nox.Session) -> None:
     """Everything CI runs: the contract gate, lint, types, tests and features (with
     branch coverage and its floor), and the conformance kit against the independent
     Node port (ports/node) — one install, one venv."""
-    _install(session)
+    _install(session, *MUTATION_TOOLS)  # for mypy, as in nox -s types
     _contract(session, [])
     _lint(session)
     _types(session)

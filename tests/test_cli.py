@@ -1267,6 +1267,23 @@ def test_a_send_whose_receipt_meets_a_closed_pipe_still_sends(
     assert mailbox.count(root, target.address) == 1
 
 
+def test_an_output_that_cannot_be_reconfigured_to_utf8_is_written_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A program that runs pi-post in-process may hand it streams of its own: one in
+    another encoding that has no way to change it is used as it is, not a crash."""
+
+    class Latin1Output(io.StringIO):
+        encoding = "latin-1"  # and, unlike a TextIOWrapper, no reconfigure()
+
+    out, err = Latin1Output(), Latin1Output()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert cli.main(["help"]) == 0
+    assert out.getvalue().startswith("usage: pi-post ")
+    assert (sys.stdout, err.getvalue()) == (out, "")
+
+
 def block_sigpipe_then(command: list[str]) -> list[str]:
     """``command`` started with SIGPIPE blocked, as some supervisors start their
     children: a blocked signal mask is kept across exec."""

@@ -310,7 +310,9 @@ def test_the_corpus_and_the_schema_disagreeing_on_a_letter_is_a_contradiction() 
     contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
     letters = dict(contents["message"])
     accepted = "parse:process-letter-of-pi-post-0.7"
-    letters[accepted] = {**letters[accepted], "result": {"rejected": "bad_field", "field": "v"}}
+    letter = letters[accepted]
+    assert isinstance(letter, dict)
+    letters[accepted] = {**letter, "result": {"rejected": "bad_field", "field": "v"}}
     refused = letters["parse:unknown-field"]
     assert isinstance(refused, dict) and isinstance(refused["input"], dict)
     letters["parse:unknown-field"] = {
