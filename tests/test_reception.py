@@ -123,6 +123,20 @@ def test_what_decide_says_settles_the_letter_and_nothing_else_does() -> None:
     assert not (set(Action) - decided) & SETTLED  # failed, deferred, kept, left: queued still
 
 
+def test_a_verdict_that_gives_no_reason_still_drops_with_one_to_log() -> None:
+    """Every drop is logged with why (INV-05): a verdict against delivery that says
+    nothing is logged as "dropped", never with an empty reason."""
+    for silent in (Verdict(False), Verdict(False, "")):
+        assert decide(Facts(MESSAGE, guard=silent)) == Decision(Action.DROP, "dropped")
+
+
+def test_facts_left_out_are_a_live_drain_s_with_no_person_to_ask() -> None:
+    """Facts' defaults: no UI to ask (so ask falls back to accept) and not the
+    start-up drain (so live mail wakes the session even under stage)."""
+    assert decide(Facts(MESSAGE, inbound=Inbound.ASK)) == Decision(Action.ENTER)
+    assert decide(Facts(MESSAGE, resume=Resume.STAGE)) == Decision(Action.ENTER)
+
+
 def test_the_decision_loads_no_io_module(tmp_path: Path) -> None:
     probe = (
         "import sys; import pipost.reception; "
