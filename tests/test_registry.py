@@ -586,7 +586,10 @@ def foreign_ps(bsd: None, monkeypatch: pytest.MonkeyPatch) -> int:
     """ps as FOREIGN_PS, asked by a session whose own environment is a German one on
     New York time; the pid to ask it about (FOREIGN_START, a pid os.kill accepts)."""
     monkeypatch.setattr(registry, "_PS", (sys.executable, "-c", FOREIGN_PS))
-    monkeypatch.setattr(os, "kill", lambda pid, signal: None)
+    kill = os.kill  # the fake pid is a process; every other one is the kernel's to answer
+    monkeypatch.setattr(
+        os, "kill", lambda pid, sig: None if pid == FOREIGN_START else kill(pid, sig)
+    )
     for name in ("LC_ALL", "LC_TIME", "PS_THINKS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LANG", "de_DE.UTF-8")
