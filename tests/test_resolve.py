@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -229,6 +230,15 @@ def test_a_refusal_is_its_kind_and_its_facts(handle: str, refusal: Refusal) -> N
     """Data, not prose: the handle, the canonical path, the candidates and the
     sessions offered instead, which the texts above are rendered from."""
     assert resolve(handle, DIRECTORY, CALLER) == refusal
+
+
+@pytest.mark.parametrize("handle", ["/home/dev/g\x00tm", "./g\ud800tm"], ids=["NUL", "surrogate"])
+def test_a_path_no_folder_can_have_is_no_session_in_it(handle: str) -> None:
+    """A path with a NUL or an unpaired surrogate cannot be canonicalised (the
+    system refuses it): it is the cwd of no session, refused with its facts."""
+    caller = CALLER.replace(canonical=os.path.realpath)
+    expanded = expand_path(handle, CALLER.cwd, CALLER.home)
+    assert resolve(handle, DIRECTORY, caller) == NoSessionIn(handle, expanded, (GTM,))
 
 
 def test_an_unknown_address_with_a_mailbox_resolves_without_a_record() -> None:
