@@ -227,22 +227,24 @@ def tests_digest() -> str:
 
 
 def run(modules: list[str], chosen: bool) -> bool:
-    """New and changed mutants first (every mutant of chosen modules when one of them
-    is not judged yet); then, again, each mutant that lived against other tests than
-    today's. False if mutmut did not finish."""
+    """New and changed mutants first (of chosen modules: those not judged yet, by
+    name, as mutmut judges again every mutant it is given by name); then, again, each
+    mutant that lived against other tests than today's. False if mutmut did not
+    finish."""
     before = mutmut_verdicts(modules)
+    first: list[str] | None
     if not chosen:
-        first: list[str] | None = []
-    elif not before or None in before.values():
+        first = []  # mutmut alone: the mutants of new and changed functions
+    elif not before:
         first = [f"pipost.{module}.*" for module in modules]
     else:
-        first = None
+        first = sorted(m for m, code in before.items() if code is None) or None
     if first is not None and run_mutmut(first) != 0:
         return False
     digest = tests_digest()
     against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
     if first is not None:  # what mutmut judged just now was judged against today's tests
-        against |= {m: digest for m in mutmut_verdicts(modules) if first or before.get(m) is None}
+        against |= {m: digest for m in mutmut_verdicts(modules) if before.get(m) is None}
     lived = [
         m for m, code in mutmut_verdicts(modules).items() if STATUS_BY_EXIT_CODE.get(code) == LIVED
     ]
