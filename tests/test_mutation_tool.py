@@ -58,6 +58,18 @@ def test_a_mutant_whose_change_is_not_its_accounts_is_unaccounted_and_the_accoun
     assert mutation.report(judged) == 1
 
 
+def test_an_account_of_a_mutant_mutmut_has_not_judged_yet_waits_and_is_not_stale() -> None:
+    judged = mutation.judge(
+        {MUTANT: "not judged (None)"}, {MUTANT: CHANGE}, [account()], ["policy"]
+    )
+    assert (judged.accounted, judged.stale) == ({}, [])
+
+
+def test_an_account_of_a_mutant_mutmut_killed_is_stale() -> None:
+    judged = mutation.judge({MUTANT: "killed"}, {MUTANT: CHANGE}, [account()], ["policy"])
+    assert judged.stale == [account()]
+
+
 def test_accounts_of_modules_not_judged_are_neither_used_nor_stale() -> None:
     judged = mutation.judge({}, {}, [account()], ["address"])
     assert (judged.accounted, judged.unaccounted, judged.stale) == ({}, [], [])

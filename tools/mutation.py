@@ -122,7 +122,8 @@ def judge(
     modules: Iterable[str],
 ) -> Judgement:
     """Match the mutants that lived (their changes in ``changes``) with the accounts of
-    the modules judged; an account that matches none of them is stale."""
+    the modules judged; an account that matches none of them is stale, unless it
+    matches a mutant mutmut has not judged yet (its change in ``changes`` too)."""
     by_key = {(a.function, a.change): a for a in accounts if a.function.split(".")[1] in modules}
     accounted: dict[str, Account] = {}
     unaccounted = []
@@ -135,7 +136,12 @@ def judge(
         else:
             accounted[mutant] = account
     used = set(accounted.values())
-    stale = [a for a in by_key.values() if a not in used]
+    waiting = {
+        (function_of(mutant), changes[mutant])
+        for mutant, fate in status.items()
+        if fate not in (KILLED, LIVED) and mutant in changes
+    }
+    stale = [a for key, a in by_key.items() if a not in used and key not in waiting]
     return Judgement(dict(status), dict(changes), accounted, unaccounted, stale)
 
 
@@ -299,7 +305,10 @@ def main(argv: list[str]) -> int:
     status = {m: STATUS_BY_EXIT_CODE.get(c, f"not judged ({c})") for m, c in codes.items()}
     lived = [m for m, fate in status.items() if fate == LIVED]
     accounts = every_account()
-    judgement = judge(status, changes_of(lived), accounts, modules)
+    named = {account.function for account in accounts}
+    waiting = [m for m, fate in status.items() if fate not in (KILLED, LIVED)]
+    waiting = [m for m in waiting if function_of(m) in named]
+    judgement = judge(status, changes_of([*lived, *waiting]), accounts, modules)
     present = sorted({module_of(mutant) for mutant in codes})
     if arguments.draft:
         print("\n\n".join(draft(judgement.unaccounted, judgement.changes)))
@@ -327,7 +336,7 @@ def report(judgement: Judgement) -> int:
     for mutant, fate in unjudged.items():
         print(f"not judged: {mutant}: {fate}")
     for account in judgement.stale:
-        print(f"stale account (no mutant that lived has this change): {account.function}")
+        print(f"stale account (no mutant that lives or waits has this change): {account.function}")
         print("    " + account.change.replace("\n", "\n    "))
     if judgement.unaccounted:
         print(f"\n{len(judgement.unaccounted)} mutants lived with no account in tools/survivors/")
