@@ -399,6 +399,15 @@ def test_a_stalled_session_is_listed_as_not_responding() -> None:
     )
 
 
+def test_a_stalled_session_s_card_says_how_long_ago_it_was_seen() -> None:
+    candidates, _ = fixture_candidates({})
+    stalled = Candidate(candidates[0].record, Presence.STALLED, queued=2)
+    seen = candidates[0].record.last_seen
+    assert format.resolve_card(stalled, seen + 3 * 3600 * 1000 + 59_000)[3] == (
+        "presence: stalled (not responding, seen 3h ago), 2 queued"
+    )
+
+
 @pytest.mark.parametrize(
     ("label", "name", "queued"),
     [

@@ -114,10 +114,30 @@ def test_a_deposit_the_file_system_refuses_names_the_mailbox_not_the_temporary(
     with pytest.raises(mailbox.DepositFailed) as failed:
         deposit(root, ADDRESS, make_message(NOW))
     assert failed.value.filename == str(inbox(root))
+    assert (failed.value.errno, failed.value.strerror) == (13, "Permission denied")
+    assert failed.value.address == ADDRESS
     assert str(failed.value) == (
         f"cannot write to mailbox {ADDRESS} ({inbox(root)}): Permission denied"
     )
     assert os.listdir(inbox(root)) == []
+
+
+def test_a_refused_deposit_without_a_system_reason_says_the_error_itself(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError raised with a message only (no errno, no strerror) still says why."""
+
+    def write_refused(folder: files.Folder, name: str, data: bytes, **kw: bool) -> None:
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(files.Folder, "write_new", write_refused)
+    with pytest.raises(mailbox.DepositFailed) as failed:
+        deposit(root, ADDRESS, make_message(NOW))
+    assert failed.value.strerror == "the disk went away"
+    assert failed.value.refusal.reason == "the disk went away"
+    assert str(failed.value) == (
+        f"cannot write to mailbox {ADDRESS} ({inbox(root)}): the disk went away"
+    )
 
 
 def test_a_mailbox_that_keeps_vanishing_refuses_the_deposit_and_writes_nothing(
