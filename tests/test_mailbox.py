@@ -225,6 +225,25 @@ def test_peek_reports_a_malformed_letter_without_moving_it(root: Path) -> None:
     assert tree_snapshot(root) == before
 
 
+def test_a_letter_whose_id_is_not_its_file_name_is_no_message_to_peek_nor_to_a_receiver(
+    root: Path,
+) -> None:
+    """peek shows what the receiver will do with it: set it aside (INV-10, INV-16)."""
+    message = make_message()
+    (root / "inbox").mkdir(parents=True)
+    inbox(root).mkdir()
+    misfiled = "0000000000001-00000000.json"
+    (inbox(root) / misfiled).write_bytes(encode(message))
+    mismatch = Rejected("id_mismatch", "id does not match the file name")
+    assert [(letter.name, letter.content) for letter in peek(root, ADDRESS)] == [
+        (misfiled, mismatch)
+    ]
+    claims = list(mailbox.claims(root, ADDRESS))
+    assert [(claim.name, claim.content) for claim in claims] == [(misfiled, mismatch)]
+    for claim in claims:
+        claim.release()
+
+
 # -- claims -----------------------------------------------------------------------------
 
 
