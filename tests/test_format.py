@@ -107,6 +107,17 @@ def test_frame_of_an_empty_body_quotes_one_empty_line() -> None:
     ]
 
 
+@pytest.mark.parametrize("cwd", [None, ""])
+def test_a_session_sender_without_a_cwd_is_named_without_one(cwd: str | None) -> None:
+    sender = Sender("session", "gtm-summoner", "s-52c78af935a3", cwd)
+    message = Message("1796078534364-bb43be6c", sender, 1796078534364, "hi")
+    assert format.origin(message) == "pi session gtm-summoner"
+    assert format.frame(message).splitlines()[0] == (
+        "[pi-post] Message 1796078534364-bb43be6c from pi session gtm-summoner,"
+        " sent 2026-11-30T22:42:14.364Z:"
+    )
+
+
 def test_frame_of_a_process_message_with_a_reply_address_offers_it() -> None:
     message = interop_message("1796078535542-42015a25")
     last = format.frame(message).splitlines()[-1]
