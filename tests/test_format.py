@@ -597,6 +597,38 @@ def test_an_unknown_target_shows_eight_reachable_sessions_and_counts_the_rest() 
     assert lines[10:] == ["  … and 3 more (pi-post list --all)"]
 
 
+def test_an_unknown_target_where_no_session_registered_says_so() -> None:
+    assert format.refusal(UnknownTarget("bob", ())).split("\n") == [
+        '"bob" is not an address, a session id, a directory with a registered session,'
+        " or a known session name",
+        "no session is registered yet",
+    ]
+
+
+def test_eight_reachable_sessions_are_all_shown_with_no_count_of_more() -> None:
+    reachable = tuple(
+        Candidate(make_record(f"session-{n}", f"/home/dev/p{n}"), Presence.LIVE, 0)
+        for n in range(8)
+    )
+    lines = format.refusal(NoSessionIn("/tmp", "/tmp", reachable)).split("\n")
+    assert lines[1:] == [
+        "reachable sessions:",
+        *(f"  {c.record.name} ({c.record.address}) — {c.record.cwd}" for c in reachable),
+    ]
+
+
+def test_a_refusal_names_every_copy_already_queued_in_order() -> None:
+    already = (
+        ("s-aaaaaaaaaaaa", "1796078534364-bb43be6c"),
+        ("s-bbbbbbbbbbbb", "1796078534365-0badcafe"),
+    )
+    assert format.refusal(MailboxFull(OTHER, 50, 50, already)) == (
+        f"mailbox {OTHER} is full (50 queued; the cap is 50) — the session is not reading "
+        "its mail; already queued s-aaaaaaaaaaaa 1796078534364-bb43be6c"
+        "; already queued s-bbbbbbbbbbbb 1796078534365-0badcafe"
+    )
+
+
 def test_a_kind_of_refusal_without_a_text_fails_loudly_instead_of_printing_nothing() -> None:
     class Untold(Refusal):
         __slots__ = ()

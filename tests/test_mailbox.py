@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import files, mailbox
+from pipost import files, mailbox, refusals
 from pipost.message import Message, Rejected, encode, parse
 from tests.helpers import (
     NOW,
@@ -74,8 +74,12 @@ def test_deposit_refuses_the_51st_letter_and_writes_nothing(root: Path) -> None:
     before = tree_snapshot(root)
     with pytest.raises(mailbox.MailboxFull) as full:
         deposit(root, ADDRESS, make_message(NOW + 1000))
-    assert ADDRESS in str(full.value)
-    assert f"the cap is {mailbox.CAP}" in str(full.value)
+    assert (full.value.address, full.value.queued) == (ADDRESS, mailbox.CAP)
+    assert full.value.refusal == refusals.MailboxFull(ADDRESS, mailbox.CAP, mailbox.CAP)
+    assert str(full.value) == (
+        f"mailbox {ADDRESS} is full ({mailbox.CAP} queued; the cap is {mailbox.CAP}) — "
+        "the session is not reading its mail"
+    )
     assert tree_snapshot(root) == before
 
 
