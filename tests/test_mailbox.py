@@ -4,6 +4,7 @@ that is not a message goes is tests/test_quarantine.py."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -30,6 +31,7 @@ from tests.helpers import (
     tree_snapshot,
     write_record,
 )
+from tests.invariants.fsmodel import Recorder, every_cut
 
 ADDRESS = "s-0123456789ab"
 
@@ -69,6 +71,16 @@ def test_deposit_writes_one_0600_letter_in_a_0700_folder(root: Path) -> None:
     assert parse(path.read_bytes(), path.name) == message
 
 
+def test_a_deposit_not_told_otherwise_survives_power_loss_at_any_point(tmp_path: Path) -> None:
+    """A send deposits with the default: the letter and its name are flushed (INV-04)."""
+    recorder = Recorder(tmp_path)
+    message = make_message()
+    with recorder.install(), files.make_root(tmp_path / "post") as top:
+        letter = mailbox.deposit(top, ADDRESS, message)
+    recorder.returned(message.id, letter, encode(message))
+    assert [verdict for _, verdict in every_cut(tmp_path, recorder.ops) if not verdict.ok] == []
+
+
 def test_deposit_refuses_the_51st_letter_and_writes_nothing(root: Path) -> None:
     fill(root, mailbox.CAP)
     before = tree_snapshot(root)
@@ -87,8 +99,13 @@ def test_deposit_never_replaces_a_letter_with_the_same_id(root: Path) -> None:
     message = make_message(body="first")
     deposit(root, ADDRESS, message)
     twin = Message(message.id, message.sender, message.sent_at, "second")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError) as clash:
         deposit(root, ADDRESS, twin)
+    assert (clash.value.errno, clash.value.strerror) == (
+        errno.EEXIST,
+        "a letter with this id exists",
+    )
+    assert clash.value.filename == str(inbox(root) / message.file_name)
     assert [letter.content for letter in peek(root, ADDRESS)] == [message]
     assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
 
