@@ -617,6 +617,18 @@ def test_eight_reachable_sessions_are_all_shown_with_no_count_of_more() -> None:
     ]
 
 
+def test_a_ninth_reachable_session_is_counted_as_one_more() -> None:
+    reachable = tuple(
+        Candidate(make_record(f"session-{n}", f"/home/dev/p{n}"), Presence.LIVE, 0)
+        for n in range(9)
+    )
+    lines = format.refusal(UnknownTarget("nobody", reachable)).split("\n")
+    assert lines[-2:] == [
+        f"  {reachable[7].record.name} ({reachable[7].record.address}) — /home/dev/p7",
+        "  … and 1 more (pi-post list --all)",
+    ]
+
+
 def test_a_refusal_names_every_copy_already_queued_in_order() -> None:
     already = (
         ("s-aaaaaaaaaaaa", "1796078534364-bb43be6c"),
