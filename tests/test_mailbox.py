@@ -173,6 +173,7 @@ def test_a_mailbox_that_keeps_vanishing_refuses_the_deposit_and_writes_nothing(
     assert str(failed.value) == (
         f"cannot write to mailbox {ADDRESS} ({inbox(root)}): mailbox folder kept vanishing"
     )
+    assert failed.value.errno == errno.EAGAIN
     assert vanishing.asked == 3
     assert os.listdir(inbox(root)) == []
 
