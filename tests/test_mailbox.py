@@ -304,6 +304,56 @@ def test_release_leaves_the_letter_queued_for_the_next_claim(root: Path) -> None
     second.release()
 
 
+@pytest.mark.parametrize("fails", ["unlink", "flush"])
+def test_a_receipt_the_disk_refuses_keeps_the_claim_until_a_retry_disposes_it(
+    root: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """dispose_or_hold: False keeps the letter locked (no other receiver takes it);
+    the retry, once the disk lets it, disposes it and says True (INV-05, INV-06). A
+    refused flush comes after the unlink went through: the retry only flushes."""
+    (message,) = fill(root, 1)
+    claim = claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None
+    real = getattr(files.Folder, fails)
+
+    def refused_once(folder: files.Folder, *args: str) -> None:
+        monkeypatch.setattr(files.Folder, fails, real)  # refused this once only
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(files.Folder, fails, refused_once)
+    assert claim.dispose_or_hold() is False
+    assert claim_named(root, ADDRESS, message.file_name) is None
+    assert claim.dispose_or_hold() is True
+    assert mailbox.letter_names(root, ADDRESS) == []
+    assert not Path(claim.path).exists()
+
+
+def test_a_claim_is_still_held_until_another_receiver_takes_or_replaces_its_letter(
+    root: Path, tmp_path: Path
+) -> None:
+    """A pi-post 0.7 receiver takes no lock: it may unlink a claimed letter, or a
+    letter of the same name may be put back. A claim on a name only (a symlink) has
+    nothing else to lose."""
+    taken, replaced = fill(root, 2)
+    claims = {
+        name: claim_named(root, ADDRESS, name) for name in (taken.file_name, replaced.file_name)
+    }
+    assert all(claim is not None and claim.still_held() for claim in claims.values())
+    os.unlink(inbox(root) / taken.file_name)
+    os.unlink(inbox(root) / replaced.file_name)
+    (inbox(root) / replaced.file_name).write_bytes(encode(replaced))
+    assert [claim.still_held() for claim in claims.values() if claim is not None] == [False, False]
+    for claim in claims.values():
+        assert claim is not None
+        claim.release()
+    link = "0000000000001-0000000a.json"
+    (inbox(root) / link).symlink_to(tmp_path / "elsewhere.json")
+    by_name = claim_named(root, ADDRESS, link)
+    assert by_name is not None and isinstance(by_name.content, Rejected)
+    assert by_name.still_held()
+    by_name.release()
+
+
 def test_a_letter_taken_while_peek_reads_the_mailbox_is_not_shown(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
