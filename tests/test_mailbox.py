@@ -334,15 +334,16 @@ def test_a_claim_is_still_held_until_another_receiver_takes_or_replaces_its_lett
     """A pi-post 0.7 receiver takes no lock: it may unlink a claimed letter, or a
     letter of the same name may be put back. A claim on a name only (a symlink) has
     nothing else to lose."""
-    taken, replaced = fill(root, 2)
-    claims = {
-        name: claim_named(root, ADDRESS, name) for name in (taken.file_name, replaced.file_name)
-    }
+    taken, replaced, moved = fill(root, 3)
+    names = (taken.file_name, replaced.file_name, moved.file_name)
+    claims = {name: claim_named(root, ADDRESS, name) for name in names}
     assert all(claim is not None and claim.still_held() for claim in claims.values())
     os.unlink(inbox(root) / taken.file_name)
     os.unlink(inbox(root) / replaced.file_name)
     (inbox(root) / replaced.file_name).write_bytes(encode(replaced))
-    assert [claim.still_held() for claim in claims.values() if claim is not None] == [False, False]
+    os.rename(inbox(root) / moved.file_name, tmp_path / "moved away.json")  # still linked
+    (inbox(root) / moved.file_name).write_bytes(encode(moved))
+    assert [claim.still_held() for claim in claims.values() if claim is not None] == [False] * 3
     for claim in claims.values():
         assert claim is not None
         claim.release()
