@@ -67,11 +67,23 @@ def id_like(draw: st.DrawFn) -> str:
 @example("1796078509367-deed10fg")
 @example("1796078509367-DEED10F1")
 @example("179607850936-deed10f1")
+@example("1796078509367-Xeed10f1")  # the nonce's first character
 @example("1796078509367-deed10f12")
 @example("1796078509367-deed10f1\n")
 @example("\u0661796078509367-deed10f1")  # an Arabic-Indic digit one
 def test_is_message_id_agrees_with_the_regex(text: str) -> None:
     assert is_message_id(text) == (WELL_FORMED_ID.fullmatch(text) is not None)
+
+
+def test_an_id_is_its_time_in_13_digits_and_the_nonce_given_or_8_random_hex() -> None:
+    assert message_module.make_id(5, "0badcafe") == "0000000000005-0badcafe"
+    sender = Sender("process", "cron")
+    assert new_message(sender, "hi", 1796078534364, nonce="0badcafe").id == (
+        "1796078534364-0badcafe"
+    )
+    drawn = {message_module.make_id(1796078534364) for _ in range(4)}
+    assert len(drawn) == 4
+    assert all(is_message_id(made) and made.startswith("1796078534364-") for made in drawn)
 
 
 def test_there_are_interop_messages() -> None:
