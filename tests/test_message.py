@@ -86,6 +86,16 @@ def test_an_id_is_its_time_in_13_digits_and_the_nonce_given_or_8_random_hex() ->
     assert all(is_message_id(made) and made.startswith("1796078534364-") for made in drawn)
 
 
+def test_a_restamped_copy_carries_its_new_time_in_id_and_sent_at_and_still_parses() -> None:
+    """One copy per target, each under a fresh id of its own time (INV-07)."""
+    checked = new_message(Sender("process", "cron"), "hi", 1796078534364, nonce="0badcafe")
+    copy = message_module.restamped(checked, 1796078534999)
+    assert copy.sent_at == 1796078534999
+    assert copy.id.startswith("1796078534999-") and copy.id != checked.id
+    assert (copy.sender, copy.body, copy.reply_to) == (checked.sender, checked.body, None)
+    assert parse(encode(copy), copy.file_name) == copy
+
+
 def test_there_are_interop_messages() -> None:
     assert len(INTEROP_MESSAGES) >= 8
 
