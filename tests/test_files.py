@@ -429,6 +429,7 @@ def test_a_root_owned_by_someone_else_is_refused(
     with pytest.raises(files.UnsafePath) as refused:
         files.check_root(root)
     assert f"owned by uid {owner}, not by you (uid {owner + 4242})" in str(refused.value.strerror)
+    assert (refused.value.errno, refused.value.filename) == (errno.EPERM, str(root))
 
 
 def test_a_symlinked_root_is_refused_not_followed(tmp_path: Path, outside: Path) -> None:
