@@ -602,7 +602,7 @@ def test_create_locked_never_takes_over_a_file_or_writes_through_a_symlink(
             here.create_locked(name)
     assert (tmp_path / "1.abcd.lock").read_bytes() == b"someone's"
     assert list(outside.iterdir()) == []
-    umask = os.umask(0o022)  # the mode is pipost's, whatever the umask would allow
+    umask = os.umask(0o022)  # a umask that lets more through: the mode is still 0600
     try:
         held = here.create_locked("3.abcd.lock")
     finally:
