@@ -80,15 +80,18 @@ def test_a_mutant_mutmut_could_not_judge_fails_the_run() -> None:
     assert mutation.report(judged) == 1
 
 
-def test_the_score_leaves_equivalent_mutants_out_and_counts_uncovered_ones_as_not_killed() -> None:
-    names = [f"pipost.policy.x_verdict__mutmut_{n}" for n in range(1, 6)]
-    status = dict(zip(names, ["killed", "killed", "killed", "lived", "lived"], strict=True))
+def test_the_score_leaves_out_equivalent_and_waiting_mutants_and_counts_uncovered_as_lived() -> (
+    None
+):
+    names = [f"pipost.policy.x_verdict__mutmut_{n}" for n in range(1, 7)]
+    fates = ["killed", "killed", "killed", "lived", "lived", "not judged (None)"]
+    status = dict(zip(names, fates, strict=True))
     equivalent = account("equivalent", "-a\n+b")
     uncovered = account("uncovered", "-c\n+d")
     changes = {names[3]: "-a\n+b", names[4]: "-c\n+d"}
     judged = mutation.judge(status, changes, [equivalent, uncovered], ["policy"])
     _, policy, everything = mutation.table(judged, ["policy"])
-    assert policy.split() == ["policy", "5", "3", "1", "1", "0", "75.0", "%"]
+    assert policy.split() == ["policy", "6", "1", "3", "1", "1", "0", "75.0", "%"]
     assert everything.split()[1:] == policy.split()[1:]
 
 

@@ -158,9 +158,10 @@ def every_account() -> list[Account]:
 
 
 def table(judgement: Judgement, modules: Iterable[str]) -> list[str]:
-    """The score per module and in all: killed of the mutants not equivalent."""
+    """The score per module and in all: killed of the mutants judged and not equivalent
+    (``waiting``: not judged yet)."""
     lines = [
-        f"{'module':<14}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'uncov.':>8}"
+        f"{'module':<14}{'mutants':>8}{'waiting':>8}{'killed':>8}{'equiv.':>8}{'uncov.':>8}"
         f"{'unacc.':>8}{'score':>9}"
     ]
     everything: Counter[str] = Counter()
@@ -171,11 +172,12 @@ def table(judgement: Judgement, modules: Iterable[str]) -> list[str]:
             counted = _counts(judgement, module)
             everything += counted
             name = module
-        judged = counted["mutants"] - counted["equivalent"]
+        judged = counted["mutants"] - counted["waiting"] - counted["equivalent"]
         score = f"{100 * counted['killed'] / judged:.1f} %" if judged else "-"
         lines.append(
-            f"{name:<14}{counted['mutants']:>8}{counted['killed']:>8}{counted['equivalent']:>8}"
-            f"{counted['uncovered']:>8}{counted['unaccounted']:>8}{score:>9}"
+            f"{name:<14}{counted['mutants']:>8}{counted['waiting']:>8}{counted['killed']:>8}"
+            f"{counted['equivalent']:>8}{counted['uncovered']:>8}{counted['unaccounted']:>8}"
+            f"{score:>9}"
         )
     return lines
 
@@ -192,6 +194,8 @@ def _counts(judgement: Judgement, module: str) -> Counter[str]:
             counted[judgement.accounted[mutant].verdict] += 1
         elif fate == LIVED:
             counted["unaccounted"] += 1
+        else:
+            counted["waiting"] += 1
     return counted
 
 
