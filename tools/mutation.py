@@ -337,8 +337,12 @@ def draft(mutants: Iterable[str], changes: Mapping[str, str]) -> list[str]:
 
 def report(judgement: Judgement) -> int:
     unjudged = {m: s for m, s in judgement.status.items() if s not in (KILLED, LIVED)}
+    waiting = [m for m, fate in unjudged.items() if fate == f"not judged ({None})"]
+    if waiting:
+        print(f"{len(waiting)} mutants not judged yet: a run stopped before it judged them")
     for mutant, fate in unjudged.items():
-        print(f"not judged: {mutant}: {fate}")
+        if mutant not in waiting:
+            print(f"not judged: {mutant}: {fate}")
     for account in judgement.stale:
         print(f"stale account (no mutant that lives or waits has this change): {account.function}")
         print("    " + account.change.replace("\n", "\n    "))
