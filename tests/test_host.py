@@ -1231,6 +1231,42 @@ def test_a_mailbox_on_a_read_only_file_system_says_to_remount_it(
     ]
 
 
+@pytest.mark.parametrize("log", ["writable", "full"])
+def test_a_message_kept_by_a_mailbox_that_cannot_be_written_is_logged_with_its_sender(
+    root: Path,
+    post: Post,
+    told: Callable[..., tuple[Host, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+    log: str,
+) -> None:
+    """The drop log names who sent the letter kept; a log the disk will not take either
+    does not stop the session: the person is told, and the mail waits (INV-05, INV-23)."""
+    receiver, lines = told(post, Recording())
+    message = deposit(root, "kept for now", NOW, sender="planner")
+    read_only_folders(monkeypatch)
+    if log == "full":
+
+        def disk_full(where: Any, drop: droplog.Drop) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(droplog, "record", disk_full)
+
+    receiver.start()
+    receiver.drain()
+
+    inbox = mailbox.inbox_of(root, ADDRESS)
+    problem = f"inbox/{ADDRESS} is read-only for uid {os.geteuid()}: chmod u+w {inbox}"
+    assert lines == [f"cannot take mail: {problem}; its letters stay queued until then"]
+    assert queued(root) == [message.file_name]
+    logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
+    if log == "writable":
+        assert logged == [
+            (message.file_name, message.sender.key, f"kept: {problem}; the letter stays queued")
+        ]
+    else:
+        assert logged == []
+
+
 def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
     root: Path,
     post: Post,
@@ -1269,6 +1305,39 @@ def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
         f"cannot write the record {record}: No space left on device; pi-post list will not "
         f"show {ADDRESS} live while this lasts (its mail still flows; it tries again every 30 s)"
     ]
+
+
+def test_a_heartbeat_that_fails_again_after_one_went_through_is_said_again(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    told: Callable[..., tuple[Host, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refresh that goes through clears the trouble: the next failure is news (INV-23)."""
+    receiver, lines = told(post, Recording())
+    receiver.start()
+    real_write = registry.write
+    disk = {"full": True}
+
+    def write(root: Path, record: session.Record) -> None:
+        if disk["full"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(root, record)
+
+    monkeypatch.setattr(registry, "write", write)
+    for full in (True, False, True):
+        disk["full"] = full
+        clock.now += 30 * SECOND_MS
+        receiver.beat()
+
+    said = (
+        f"cannot write the record {registry.record_path(root, ADDRESS)}: No space left on "
+        f"device; pi-post list will not show {ADDRESS} live while this lasts (its mail still "
+        "flows; it tries again every 30 s)"
+    )
+    assert lines == [said, said]
+    assert receiver.stats.failed_heartbeats == 2
 
 
 def test_the_poll_finds_mail_without_any_watch_event(
