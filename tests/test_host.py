@@ -1425,6 +1425,46 @@ def test_a_torn_last_line_is_cut_at_reopening(tmp_path: Path) -> None:
     assert _transcript_ids(path) == [kept.message.id, torn.message.id]
 
 
+def test_a_new_transcript_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """It holds what others wrote to this session, as a letter does (files.FILE_MODE)."""
+    path = tmp_path / "t.jsonl"
+    umask = os.umask(0o022)  # the usual one, which would leave a new file readable by all
+    try:
+        TranscriptContext(path).close()
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == files.FILE_MODE == 0o600
+
+
+def test_a_transcript_with_lines_that_are_not_entries_still_opens_and_knows_its_ids(
+    tmp_path: Path,
+) -> None:
+    """A line edited by hand, or written by another tool, is not an id entered: it is
+    passed over, neither the reason to refuse the transcript nor cut from it."""
+    path = tmp_path / "t.jsonl"
+    entered = _delivery("entered")
+    transcript = TranscriptContext(path)
+    transcript.enter(entered)
+    transcript.close()
+    foreign = [
+        b"not json",  # ValueError
+        b"\xff\xfe",  # not UTF-8: a ValueError too
+        b'{"note": "no id"}',  # KeyError
+        b'["a", "list"]',  # TypeError: a list is not indexed by a name
+        b'"a string"',  # TypeError
+    ]
+    path.write_bytes(b"\n".join(foreign) + b"\n" + path.read_bytes())
+    before = path.read_bytes()
+
+    reopened = TranscriptContext(path)
+    try:
+        assert reopened.holds(entered.message.id)
+        assert not reopened.holds("no id")
+    finally:
+        reopened.close()
+    assert path.read_bytes() == before
+
+
 def test_a_second_listener_on_one_transcript_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     first = TranscriptContext(path)
@@ -1741,6 +1781,27 @@ def test_a_stream_context_writes_one_json_line_per_message() -> None:
     assert entry["body"] == "line one\nline two"
     assert entry["from"]["name"] == "planner"
     assert entry["text"] == delivery.text
+
+
+def test_the_transcript_and_the_stream_keep_text_as_utf8_readable_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """A person or a grep reading the lines sees "Zoë" and "café", not JSON's \\u
+    escapes: the lines are UTF-8, as the letters are."""
+    message = new_message(Sender("process", "Zoë"), "café au lait", NOW)
+    delivery = Delivery(message, format.frame(message), True)
+    stream = io.StringIO()
+    assert StreamContext(stream).enter(delivery)
+    path = tmp_path / "t.jsonl"
+    transcript = TranscriptContext(path)
+    try:
+        assert transcript.enter(delivery)
+    finally:
+        transcript.close()
+
+    for line in (stream.getvalue(), path.read_bytes().decode("utf-8")):
+        assert "Zoë" in line and "café au lait" in line and "\\u" not in line
+        assert json.loads(line)["body"] == "café au lait"
 
 
 def test_a_closed_stream_does_not_take_the_message() -> None:
