@@ -11,6 +11,7 @@ import errno
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -1681,6 +1682,69 @@ def test_a_group_that_cannot_be_probed_counts_as_running_and_is_killed_after_the
     with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
         context.enter(_delivery())
     assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
+
+
+def test_an_interrupt_ends_the_command_at_once_not_at_its_next_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """interrupt() signals the running command itself: the stop does not wait for the
+    next slice of the wait, nor for the grace, once the group is gone (here both are
+    made far longer than the test waits)."""
+    monkeypatch.setattr(host, "_EXEC_WAIT_SLICE_S", 600.0)
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 600.0)
+    # One process, the group's only member: gone once its listener has reaped it.
+    context = ExecContext('echo $$ > "$OUT/child"; exec sleep 30', {"OUT": str(tmp_path)})
+    thread, raised = _enter_in_background(context)
+    command = _child_pid(tmp_path / "child")
+
+    context.interrupt()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the command was not ended at once"
+    assert [(type(error), str(error)) for error in raised] == [
+        (host.EntryFailed, "ended by the shutdown")
+    ]
+    assert process_gone(command)
+
+
+def test_a_group_that_refuses_the_signals_is_waited_for_and_its_entry_still_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel may refuse to signal a group (its members changed user): the command
+    is waited for until it ends, and the entry fails as timed out, the letter queued."""
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.2)
+    signalled: list[int] = []
+
+    def refused(group: int, signum: int) -> None:
+        signalled.append(signum)
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "killpg", refused)
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext("sleep 1", {}, timeout_s=0.3).enter(_delivery())
+    assert str(failed.value) == "timed out after 0.3 s"
+    assert signalled[0] == signal.SIGTERM and signalled[-1] == signal.SIGKILL
+
+
+# The shell ends at TERM; what it left ignores TERM, notes every HUP, and ends by itself
+# in 15 s at the latest.
+NOTING_ORPHAN = (
+    '(trap "" TERM; trap "echo HUP >> \\"$OUT/signals\\"" HUP; n=0; '
+    'while [ $n -lt 300 ]; do sleep 0.05; n=$((n+1)); done) & echo $! > "$OUT/child"; wait'
+)
+
+
+def test_what_outlives_the_shell_is_probed_without_a_signal_and_killed_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the shell is gone its group is only probed (signal 0) until the grace ends,
+    then killed: nothing but TERM and KILL reaches what the command started."""
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.5)
+    context = ExecContext(NOTING_ORPHAN, {"OUT": str(tmp_path)}, timeout_s=0.3)
+    with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
+        context.enter(_delivery())
+    assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
+    assert not (tmp_path / "signals").exists()
 
 
 def test_a_stop_while_a_command_runs_leaves_its_letter_queued_and_uncounted(
