@@ -1502,6 +1502,17 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
     assert context.holds(delivery.message.id) is None
 
 
+@pytest.mark.parametrize(("wake", "variable"), [(True, "1"), (False, "0")])
+def test_the_command_learns_whether_the_text_wakes_the_session(
+    tmp_path: Path, wake: bool, variable: str
+) -> None:
+    """PI_POST_WAKE: 1 for a steer that wakes the session, 0 for text staged for its
+    first prompt (listen --help)."""
+    context = ExecContext('printf %s "$PI_POST_WAKE" > "$OUT/wake.txt"', {"OUT": str(tmp_path)})
+    assert context.enter(_delivery(wake=wake))
+    assert (tmp_path / "wake.txt").read_text() == variable
+
+
 def test_a_message_without_a_reply_address_gives_the_command_an_empty_reply_to(
     tmp_path: Path,
 ) -> None:
@@ -1588,6 +1599,7 @@ def test_a_command_that_reads_lines_gets_the_last_line_of_the_text(tmp_path: Pat
     ("command", "timeout_s", "reason"),
     [
         ("exit 3", 600.0, "exit status 3"),
+        ("exit 1", 600.0, "exit status 1"),  # the least failure is one
         ("kill -9 $$", 600.0, "killed by signal 9"),
         ("sleep 30", 0.3, "timed out after 0.3 s"),
     ],
@@ -1654,8 +1666,9 @@ def test_an_interrupted_command_is_ended_with_everything_it_started(
     assert all(isinstance(error, host.EntryFailed) for error in raised)
     assert eventually(lambda: process_gone(child))
     (tmp_path / "child").unlink()
-    with pytest.raises(host.EntryFailed, match="stopping"):
+    with pytest.raises(host.EntryFailed) as stopping:
         context.enter(_delivery())  # a stopped context starts no other command
+    assert str(stopping.value) == "the session is stopping"
     assert not (tmp_path / "child").exists()
 
 
@@ -1745,6 +1758,89 @@ def test_what_outlives_the_shell_is_probed_without_a_signal_and_killed_after_the
         context.enter(_delivery())
     assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
     assert not (tmp_path / "signals").exists()
+
+
+def test_a_command_that_finishes_its_entry_when_told_to_stop_has_taken_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exit 0 says the text entered, even when the stop's TERM is what ended the
+    command: the letter is taken, not entered again at the next start (INV-06)."""
+    monkeypatch.setattr(host, "_EXEC_WAIT_SLICE_S", 600.0)  # one look, once it has ended
+    context = ExecContext(
+        'trap "exit 0" TERM; echo $$ > "$OUT/child"; sleep 30 & wait', {"OUT": str(tmp_path)}
+    )
+    answers: list[bool | Exception] = []
+
+    def enter() -> None:
+        try:
+            answers.append(context.enter(_delivery()))
+        except Exception as error:  # handed to the test, which checks what it was
+            answers.append(error)
+
+    thread = threading.Thread(target=enter, daemon=True)
+    thread.start()
+    _child_pid(tmp_path / "child")
+
+    context.interrupt()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the command was not ended"
+    assert answers == [True]
+
+
+def test_a_command_is_given_the_grace_to_clean_up_after_the_term(tmp_path: Path) -> None:
+    context = ExecContext(
+        "trap 'echo cleaned up > \"$OUT/cleanup\"; exit 1' TERM; sleep 30 & wait",
+        {"OUT": str(tmp_path)},
+        timeout_s=0.3,
+    )
+    with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
+        context.enter(_delivery())
+    assert (tmp_path / "cleanup").read_text() == "cleaned up\n"
+
+
+class ScriptedClock:
+    """ExecContext's monotonic clock: each look at it sees the next of ``readings``, and
+    the last one from then on; time does not move unless the script says so."""
+
+    def __init__(self, *readings: float) -> None:
+        self.readings = list(readings)
+
+    def monotonic(self) -> float:
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+def _exec_clock(monkeypatch: pytest.MonkeyPatch, clock: ScriptedClock) -> None:
+    fake_time = type("FakeTime", (), {"monotonic": clock.monotonic, "sleep": time.sleep})
+    monkeypatch.setattr(host, "time", fake_time)
+
+
+def test_a_command_is_ended_when_its_time_is_up_to_the_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Started at 0 with 5 s to run, the first look after it started sees 5 s: its time
+    is up (a command that ran on would end by itself, and count as taken)."""
+    _exec_clock(monkeypatch, ScriptedClock(0.0, 5.0))
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext("sleep 3", {}, timeout_s=5.0).enter(_delivery())
+    assert str(failed.value) == "timed out after 5 s"
+
+
+def test_what_ignores_the_term_is_killed_when_the_grace_is_up_to_the_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timed out at 5 s, TERM ignored: the look at the clock that sees the grace over
+    kills the group, before the command could finish what it was doing."""
+    grace_over = 5.0 + host.EXEC_KILL_GRACE_S
+    _exec_clock(monkeypatch, ScriptedClock(0.0, 5.0, 5.0, grace_over))
+    context = ExecContext(
+        'trap "" TERM; sleep 3; echo finished > "$OUT/finished"',
+        {"OUT": str(tmp_path)},
+        timeout_s=5.0,
+    )
+    with pytest.raises(host.EntryFailed, match="timed out after 5 s"):
+        context.enter(_delivery())
+    assert not (tmp_path / "finished").exists()
 
 
 def test_a_stop_while_a_command_runs_leaves_its_letter_queued_and_uncounted(
