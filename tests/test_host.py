@@ -940,8 +940,48 @@ def test_start_records_the_real_process_start_time(root: Path, hosts: Callable[.
 
 
 def test_a_host_serves_only_once_started(post: Post, hosts: Callable[..., Host]) -> None:
-    with pytest.raises(RuntimeError, match=r"start\(\) the host before serving"):
+    with pytest.raises(RuntimeError) as refused:
         hosts(post, Recording()).serve()
+    assert str(refused.value) == "start() the host before serving"
+
+
+def test_the_serving_loop_waits_for_the_poll_and_refreshes_the_record_every_30_s(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    hosts: Callable[..., Host],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """serve() round by round, on the test's clocks: each round waits for the next poll
+    (3 s), and the record is refreshed at 30 s, then every 30 s, never sooner (INV-14,
+    INV-15). The folder watch stands in: its wait moves both clocks by its timeout."""
+    time_ = SteppedTime()
+    seen: list[tuple[float, int | None]] = []  # (timeout, the record's last_seen) per wait
+
+    class SteppedWatch:
+        def __init__(self, folder: Any, *, kernel_events: bool) -> None: ...
+
+        def wait(self, timeout: float) -> None:
+            record = registry.read(root, ADDRESS)
+            seen.append((timeout, None if record is None else record.last_seen))
+            time_.now += timeout
+            clock.now += round(timeout * SECOND_MS)
+            if len(seen) == 21:  # the wait that ends at 60 s
+                receiver.request_stop()
+
+        def wake(self) -> None: ...
+
+        def close(self) -> None: ...
+
+    monkeypatch.setattr(host, "FolderWatch", SteppedWatch)
+    receiver = hosts(post, Recording(), monotonic=time_.monotonic)
+    receiver.start()
+
+    receiver.serve()
+
+    assert [timeout for timeout, _ in seen] == [host.POLL_S] * 21
+    refreshed = [(last_seen - NOW) // SECOND_MS for _, last_seen in seen if last_seen is not None]
+    assert refreshed == [0] * 10 + [30] * 10 + [60]
 
 
 def test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on(
