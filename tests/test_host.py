@@ -224,6 +224,22 @@ def test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff(
     assert receiver.stats.failed_entries == 2
 
 
+def test_a_context_that_declines_without_saying_why_is_retried_and_nothing_is_said(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """enter() returning False gives no reason: the outcome has none, and the session
+    has nothing to tell (it says a reason only when the context gave one)."""
+    steps = SteppedTime()
+    said: list[str] = []
+    receiver = hosts(post, FailsThenTakes(failures=1), say=said.append, monotonic=steps.monotonic)
+    receiver.start()
+    message = deposit(root, "not now", NOW)
+
+    assert receiver.drain() == [Outcome(message.file_name, Action.FAILED, None, message.id)]
+    assert said == []
+    assert queued(root) == [message.file_name]
+
+
 def test_a_raising_context_never_loses_mail(
     root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -863,6 +879,7 @@ def test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listen
     handed = registry.read(root, ADDRESS)
     assert handed is not None
     assert (handed.pid, handed.pid_start, handed.last_seen) == (os.getpid(), "started", clock.now)
+    assert second.record == handed, "the host knows the record it wrote last"
     assert session.presence(handed, clock.now, processes) is Presence.LIVE
 
     clock.now += SECOND_MS
@@ -874,6 +891,22 @@ def test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listen
         f"stopped; {ADDRESS} is offline",
     ]
     assert os.listdir(root / "listeners") == []
+
+
+def test_a_record_that_cannot_be_marked_offline_at_shutdown_says_why(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines: list[str] = []
+    receiver = hosts(post, Recording(), say=lines.append)
+    receiver.start()
+
+    def disk_full(root: Path, record: session.Record) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(registry, "write", disk_full)
+    receiver.stop()
+
+    assert lines == [f"stopped; {ADDRESS} could not be marked offline (No space left on device)"]
 
 
 def test_a_listener_that_ended_since_it_was_seen_is_not_handed_the_record(
@@ -958,8 +991,11 @@ def test_the_serving_loop_waits_for_the_poll_and_refreshes_the_record_every_30_s
     time_ = SteppedTime()
     seen: list[tuple[float, int | None]] = []  # (timeout, the record's last_seen) per wait
 
+    made: list[tuple[str, bool]] = []
+
     class SteppedWatch:
-        def __init__(self, folder: Any, *, kernel_events: bool) -> None: ...
+        def __init__(self, folder: Any, *, kernel_events: bool) -> None:
+            made.append((str(folder), kernel_events))
 
         def wait(self, timeout: float) -> None:
             record = registry.read(root, ADDRESS)
@@ -974,11 +1010,13 @@ def test_the_serving_loop_waits_for_the_poll_and_refreshes_the_record_every_30_s
         def close(self) -> None: ...
 
     monkeypatch.setattr(host, "FolderWatch", SteppedWatch)
-    receiver = hosts(post, Recording(), monotonic=time_.monotonic)
+    # Told to poll only (a folder whose changes the kernel does not report).
+    receiver = hosts(post, Recording(), kernel_events=False, monotonic=time_.monotonic)
     receiver.start()
 
     receiver.serve()
 
+    assert made == [(str(mailbox.inbox_of(root, ADDRESS)), False)]
     assert [timeout for timeout, _ in seen] == [host.POLL_S] * 21
     refreshed = [(last_seen - NOW) // SECOND_MS for _, last_seen in seen if last_seen is not None]
     assert refreshed == [0] * 10 + [30] * 10 + [60]
@@ -1331,9 +1369,7 @@ def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
     assert lines == [said]
 
     (root / "registry").unlink()
-    receiver.beat()  # registers now
-    clock.now += 30 * SECOND_MS
-    receiver.beat()
+    receiver.beat()  # registers now, and the trouble has cleared
     assert lines == [said]
 
     def disk_full(root: Path, record: session.Record) -> None:
