@@ -434,6 +434,39 @@ def test_mail_found_at_start_up_with_resume_stage_is_reported_staged(
     assert context.ids == [waited.id, live.id]
 
 
+def test_a_letter_taken_at_start_up_with_resume_stage_is_reported_staged_not_entered(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context, resume=Resume.STAGE)
+    receiver.start()
+    message = deposit(root, "for the first prompt", NOW)
+
+    assert receiver.drain(at_startup=True) == [
+        Outcome(message.file_name, Action.STAGE, None, message.id)
+    ]
+    assert [d.wake for d in context.deliveries] == [False]
+
+
+def test_a_letter_whose_entry_the_stop_cut_short_is_reported_left_and_stays_queued(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    class StoppedMidway(Recording):
+        def enter(self, delivery: Delivery) -> bool:
+            receiver.request_stop()  # the session stops while the text is on its way
+            return False
+
+    receiver = hosts(post, StoppedMidway())
+    receiver.start()
+    message = deposit(root, "cut short", NOW)
+
+    assert receiver.drain() == [
+        Outcome(message.file_name, Action.LEFT, "the session is stopping", message.id)
+    ]
+    assert queued(root) == [message.file_name]
+    assert receiver.stats.failed_entries == 0
+
+
 def test_a_letter_taken_meanwhile_by_a_receiver_without_locks_is_reported_left(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
