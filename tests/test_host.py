@@ -448,6 +448,25 @@ def test_a_letter_taken_at_start_up_with_resume_stage_is_reported_staged_not_ent
     assert [d.wake for d in context.deliveries] == [False]
 
 
+def test_a_letter_taken_outside_the_start_up_is_live_mail_and_wakes_the_session(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """take() without at_startup: mail that arrived while the session runs is a steer,
+    whatever the resume mode says of the mail found at start-up."""
+    context = Recording()
+    receiver = hosts(post, context, resume=Resume.STAGE)
+    receiver.start()
+    message = deposit(root, "arrived just now", NOW)
+    claim = helpers.claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None
+
+    outcome = receiver.take(claim)
+    claim.dispose()  # the receipt
+
+    assert outcome == Outcome(message.file_name, Action.ENTER, None, message.id)
+    assert [d.wake for d in context.deliveries] == [True]
+
+
 def test_a_letter_whose_entry_the_stop_cut_short_is_reported_left_and_stays_queued(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
@@ -1011,48 +1030,80 @@ def test_a_host_serves_only_once_started(post: Post, hosts: Callable[..., Host])
     assert str(refused.value) == "start() the host before serving"
 
 
+class SteppedRounds:
+    """Stands for the folder watch in serve() (host.FolderWatch): each wait moves the
+    host's monotonic clock and the post office's clock by its timeout, and notes the
+    timeout and the record's last_seen; the wait numbered ``rounds`` asks for the stop."""
+
+    def __init__(self, root: Path, clock: FixedClock) -> None:
+        self.root, self.clock, self.time = root, clock, SteppedTime()
+        self.made: list[tuple[str, bool]] = []  # (folder, kernel_events) per watch made
+        self.seen: list[tuple[float, int | None]] = []  # (timeout, last_seen) per wait
+        self.receiver: Host | None = None
+        self.rounds = 0
+
+    def watch(self, folder: Any, *, kernel_events: bool) -> SteppedRounds:
+        self.made.append((str(folder), kernel_events))
+        return self
+
+    def wait(self, timeout: float) -> None:
+        record = registry.read(self.root, ADDRESS)
+        self.seen.append((timeout, None if record is None else record.last_seen))
+        self.time.now += timeout
+        self.clock.now += round(timeout * SECOND_MS)
+        if len(self.seen) == self.rounds and self.receiver is not None:
+            self.receiver.request_stop()
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def serve(self, receiver: Host, rounds: int) -> list[float]:
+        """Serve ``rounds`` waits; the timeout of each."""
+        self.receiver, self.rounds = receiver, rounds
+        receiver.serve()
+        return [timeout for timeout, _ in self.seen]
+
+
+@pytest.fixture
+def stepped(root: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch) -> SteppedRounds:
+    rounds = SteppedRounds(root, clock)
+    monkeypatch.setattr(host, "FolderWatch", rounds.watch)
+    return rounds
+
+
 def test_the_serving_loop_waits_for_the_poll_and_refreshes_the_record_every_30_s(
-    root: Path,
-    post: Post,
-    clock: FixedClock,
-    hosts: Callable[..., Host],
-    monkeypatch: pytest.MonkeyPatch,
+    root: Path, post: Post, hosts: Callable[..., Host], stepped: SteppedRounds
 ) -> None:
     """serve() round by round, on the test's clocks: each round waits for the next poll
     (3 s), and the record is refreshed at 30 s, then every 30 s, never sooner (INV-14,
-    INV-15). The folder watch stands in: its wait moves both clocks by its timeout."""
-    time_ = SteppedTime()
-    seen: list[tuple[float, int | None]] = []  # (timeout, the record's last_seen) per wait
-
-    made: list[tuple[str, bool]] = []
-
-    class SteppedWatch:
-        def __init__(self, folder: Any, *, kernel_events: bool) -> None:
-            made.append((str(folder), kernel_events))
-
-        def wait(self, timeout: float) -> None:
-            record = registry.read(root, ADDRESS)
-            seen.append((timeout, None if record is None else record.last_seen))
-            time_.now += timeout
-            clock.now += round(timeout * SECOND_MS)
-            if len(seen) == 21:  # the wait that ends at 60 s
-                receiver.request_stop()
-
-        def wake(self) -> None: ...
-
-        def close(self) -> None: ...
-
-    monkeypatch.setattr(host, "FolderWatch", SteppedWatch)
+    INV-15)."""
     # Told to poll only (a folder whose changes the kernel does not report).
-    receiver = hosts(post, Recording(), kernel_events=False, monotonic=time_.monotonic)
+    receiver = hosts(post, Recording(), kernel_events=False, monotonic=stepped.time.monotonic)
     receiver.start()
 
-    receiver.serve()
+    timeouts = stepped.serve(receiver, rounds=21)  # the last wait ends at 60 s
 
-    assert made == [(str(mailbox.inbox_of(root, ADDRESS)), False)]
-    assert [timeout for timeout, _ in seen] == [host.POLL_S] * 21
-    refreshed = [(last_seen - NOW) // SECOND_MS for _, last_seen in seen if last_seen is not None]
+    assert stepped.made == [(str(mailbox.inbox_of(root, ADDRESS)), False)]
+    assert timeouts == [host.POLL_S] * 21
+    refreshed = [(seen - NOW) // SECOND_MS for _, seen in stepped.seen if seen is not None]
     assert refreshed == [0] * 10 + [30] * 10 + [60]
+
+
+def test_a_letter_waiting_for_its_retry_wakes_the_serving_loop_until_it_is_settled(
+    root: Path, post: Post, hosts: Callable[..., Host], stepped: SteppedRounds
+) -> None:
+    """The loop wakes for the next try of a letter a context refused (1 s later), not
+    at the next poll; once the letter entered, its try no longer wakes the loop."""
+    context = FailsThenTakes(failures=1)
+    message = deposit(root, "again in a second", NOW)
+    receiver = hosts(post, context, monotonic=stepped.time.monotonic)
+    receiver.start()  # refused once
+
+    timeouts = stepped.serve(receiver, rounds=3)
+
+    assert timeouts == [host.RETRY_FIRST_S, host.POLL_S, host.POLL_S]
+    assert context.ids == [message.id]
 
 
 def test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on(
