@@ -498,7 +498,9 @@ def test_a_letter_taken_meanwhile_by_a_receiver_without_locks_is_reported_left(
 
     outcome = receiver.take(claim)
 
-    assert outcome.action is Action.LEFT and outcome.message_id == message.id
+    assert outcome == Outcome(
+        message.file_name, Action.LEFT, "taken by another receiver", message.id
+    )
     assert context.ids == []
 
 
