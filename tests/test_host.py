@@ -1417,10 +1417,11 @@ def test_a_message_kept_by_a_mailbox_that_cannot_be_written_is_logged_with_its_s
         monkeypatch.setattr(droplog, "record", disk_full)
 
     receiver.start()
-    receiver.drain()
+    outcomes = receiver.drain()
 
     inbox = mailbox.inbox_of(root, ADDRESS)
     problem = f"inbox/{ADDRESS} is read-only for uid {os.geteuid()}: chmod u+w {inbox}"
+    assert outcomes == [Outcome(message.file_name, Action.KEPT, problem, message.id)]
     assert lines == [f"cannot take mail: {problem}; its letters stay queued until then"]
     assert queued(root) == [message.file_name]
     logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
