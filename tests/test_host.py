@@ -240,6 +240,25 @@ def test_a_context_that_declines_without_saying_why_is_retried_and_nothing_is_sa
     assert queued(root) == [message.file_name]
 
 
+def test_a_letter_waiting_for_its_retry_does_not_hold_up_the_letters_after_it(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    class RefusesTheFirst(Recording):
+        def enter(self, delivery: Delivery) -> bool:
+            return delivery.message.body != "refused" and super().enter(delivery)
+
+    steps = SteppedTime()
+    context = RefusesTheFirst()
+    receiver = hosts(post, context, monotonic=steps.monotonic)
+    refused = deposit(root, "refused", NOW, sender="first")
+    receiver.start()  # its next try is a second away
+    later = deposit(root, "behind it", NOW + 1, sender="second")
+
+    assert receiver.drain() == [Outcome(later.file_name, Action.ENTER, None, later.id)]
+    assert context.ids == [later.id]
+    assert queued(root) == [refused.file_name]
+
+
 def test_a_raising_context_never_loses_mail(
     root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
 ) -> None:
