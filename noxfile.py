@@ -22,8 +22,8 @@ MUTATION_TOOLS = ("mutmut",)
 """What nox -s mutation mutates with, beside the dev extra."""
 
 
-def _install(session: nox.Session) -> None:
-    session.install("-c", CONSTRAINTS, "-e", ".[dev]")
+def _install(session: nox.Session, *tools: str) -> None:
+    session.install("-c", CONSTRAINTS, "-e", ".[dev]", *tools)
 
 
 def _contract(session: nox.Session, options: list[str]) -> None:
@@ -43,25 +43,43 @@ def _types(session: nox.Session) -> None:
 
 
 def _tests(
-    session: nox.Session, *, env: dict[str, str] | None = None, measured: bool = False
+    session: nox.Session,
+    *,
+    env: dict[str, str] | None = None,
+    coverage: dict[str, str] | None = None,
 ) -> None:
-    runner = ["coverage", "run", "-m"] if measured else []
-    session.run(*runner, "pytest", *session.posargs, env=env)
+    runner = ["coverage", "run", "-m"] if coverage is not None else []
+    session.run(*runner, "pytest", *session.posargs, env={**(env or {}), **(coverage or {})})
 
 
 FEATURES = "src/pipost_conformance/features"
 """The kit's features, which ship in pipost (pi-post conformance runs them)."""
 
 
-def _features(session: nox.Session, *, measured: bool = False) -> None:
-    runner = ["coverage", "run", "--append", "-m"] if measured else []
-    session.run(*runner, "behave", "--format", "progress", FEATURES)
+def _features(session: nox.Session, *, coverage: dict[str, str] | None = None) -> None:
+    runner = ["coverage", "run", "-m"] if coverage is not None else []
+    session.run(*runner, "behave", "--format", "progress", FEATURES, env=coverage)
 
 
-def _coverage_floor(session: nox.Session) -> None:
-    """Branch coverage of src/pipost by the tests and features just run, in their own
-    processes; fails under the floor in pyproject.toml ([tool.coverage.report])."""
-    session.run("coverage", "report", "--skip-covered", "--skip-empty")
+def _coverage_data(session: nox.Session) -> dict[str, str]:
+    """The environment of a measured run: its data files, one per process (each child
+    the tests start writes its own: [tool.coverage.run] in pyproject.toml), go to a
+    fresh folder in the session's venv that anyone may write in and only a file's
+    owner may remove, as /tmp, since tests run some commands as an unprivileged user.
+    (Not the session's tmp folder: making it would point the tests' TMPDIR there.)"""
+    folder = Path(session.virtualenv.location) / "coverage"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    folder.chmod(0o1777)
+    return {"COVERAGE_FILE": str(folder / ".coverage")}
+
+
+def _coverage_floor(session: nox.Session, coverage: dict[str, str]) -> None:
+    """Branch coverage of src/pipost by the tests and features just run and every
+    process they started, combined into one data file; fails under the floor in
+    pyproject.toml ([tool.coverage.report])."""
+    session.run("coverage", "combine", "--quiet", env=coverage)
+    session.run("coverage", "report", "--skip-covered", "--skip-empty", env=coverage)
 
 
 @nox.session
@@ -74,7 +92,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def types(session: nox.Session) -> None:
     """Mypy (strict; configured in pyproject.toml)."""
-    _install(session)
+    _install(session, *MUTATION_TOOLS)  # tools/mutation.py is checked against mutmut's types
     _types(session)
 
 
@@ -104,14 +122,14 @@ def check(session: nox.Session) -> None:
     """Everything CI runs: the contract gate, lint, types, tests and features (with
     branch coverage and its floor), and the conformance kit against the independent
     Node port (ports/node) — one install, one venv."""
-    _install(session)
+    _install(session, *MUTATION_TOOLS)  # for mypy, as in nox -s types
     _contract(session, [])
     _lint(session)
     _types(session)
-    session.run("coverage", "erase")
-    _tests(session, measured=True)
-    _features(session, measured=True)
-    _coverage_floor(session)
+    coverage = _coverage_data(session)
+    _tests(session, coverage=coverage)
+    _features(session, coverage=coverage)
+    _coverage_floor(session, coverage)
     _example_port(session, [])
 
 

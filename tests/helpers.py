@@ -393,6 +393,13 @@ def unprivileged_scratch() -> Iterator[Path]:
         shutil.rmtree(scratch)
 
 
+def measured() -> dict[str, str]:
+    """The variables by which coverage.py measures a child too (nox -s check sets them),
+    for a test that starts its process with an environment of its own. Not for one that
+    pins what a process imports or how it exits: coverage loads modules (threading)."""
+    return {name: value for name, value in os.environ.items() if name.startswith("COVERAGE_")}
+
+
 C_LOCALE_WITHOUT_UTF8_MODE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 """The environment of a process under the C locale that Python neither coerces to
 C.UTF-8 nor meets in UTF-8 mode: it reads its arguments, and encodes a child's

@@ -38,6 +38,7 @@ from tests.helpers import (
     made,
     make_message,
     make_record,
+    measured,
     peek,
     python_in,
     set_aside,
@@ -497,6 +498,73 @@ def test_an_exec_timeout_without_a_command_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "post").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["listen", "stray"], "listen takes no positional arguments (see pi-post listen --help)"),
+        (["listen", "--name", "n"], "listen requires --session-id <id>"),
+        (
+            ["listen", "--session-id", "x", "--transcript", "t.jsonl", "--exec", "true"],
+            "listen takes --transcript or --exec, not both",
+        ),
+        (
+            ["listen", "--session-id", "x", "--cwd", "HERE", "--exec", "true", "--exec-timeout=0"],
+            "--exec-timeout must be a positive number of seconds, not '0'",
+        ),
+        (["sweep", "extra"], "sweep takes no arguments (see pi-post sweep --help)"),
+    ],
+    ids=["a positional", "no session id", "two contexts", "an existing --cwd", "sweep's argument"],
+)
+def test_a_listen_or_sweep_used_wrongly_says_what_is_wrong(
+    tmp_path: Path, argv: list[str], said: str
+) -> None:
+    ran = run([str(tmp_path) if arg == "HERE" else arg for arg in argv], tmp_path / "post")
+    assert (ran.code, ran.stdout, ran.stderr) == (1, "", f"pi-post: {said}\n")
+    assert not (tmp_path / "post").exists()
+
+
+def test_an_option_takes_its_value_after_an_equals_sign_and_a_double_dash_ends_options(
+    tmp_path: Path, target: Record
+) -> None:
+    root = tmp_path / "post"
+    sent = run(["send", f"--to={target.address}", "--body=hi"], root)
+    assert (sent.code, sent.stderr) == (0, "")
+    assert sent.stdout.startswith(f"queued {target.address} ")
+    peeked = run(["peek", "--", target.address], root)
+    assert (peeked.code, peeked.stderr) == (0, "")
+    assert peeked.stdout.endswith(": hi\n")
+    resolved = run(["resolve", "--", "--help"], root)  # a handle, not a request for help
+    assert resolved.code == 1
+    assert resolved.stderr.startswith('pi-post: "--help" is not an address, a session id, ')
+
+
+class Terminal(io.TextIOWrapper):
+    """Standard input that is a terminal: nothing is piped in."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_send_from_a_terminal_does_not_read_it_for_a_body(tmp_path: Path, target: Record) -> None:
+    root = tmp_path / "post"
+    out, err = io.StringIO(), io.StringIO()
+    context = cli.Context(
+        environ={"PI_POST_DIR": str(root), "HOME": str(tmp_path)},
+        cwd="/home/dev",
+        stdin=Terminal(io.BytesIO(b"typed at the terminal\n")),
+        stdout=out,
+        stderr=err,
+        processes=FakeProcessTable(),
+    )
+    before = tree_snapshot(root)
+    assert cli.run(["send", "--to", target.address], context) == 1
+    assert (out.getvalue(), err.getvalue()) == (
+        "",
+        "pi-post: empty body (pass --body or pipe stdin)\n",
+    )
+    assert tree_snapshot(root) == before
+
+
 def test_the_listen_help_gives_the_exec_timeout_and_its_default() -> None:
     text = cli.HELP["listen"]
     assert "[--exec-timeout <seconds>]" in text
@@ -614,7 +682,7 @@ def test_a_listener_warns_once_about_a_mode_variable_that_names_no_mode(
 ) -> None:
     root = tmp_path / "post"
     session_id = "mode-warnings"
-    env = {"PATH": os.environ.get("PATH", ""), "PI_POST_DIR": str(root), **modes}
+    env = {"PATH": os.environ.get("PATH", ""), "PI_POST_DIR": str(root), **modes, **measured()}
     listener = subprocess.Popen(
         [sys.executable, "-m", "pipost", "listen", "--session-id", session_id],
         cwd=tmp_path,
@@ -1199,6 +1267,87 @@ def test_a_send_whose_receipt_meets_a_closed_pipe_still_sends(
     assert mailbox.count(root, target.address) == 1
 
 
+def test_an_output_that_cannot_be_reconfigured_to_utf8_is_written_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A program that runs pi-post in-process may hand it streams of its own: one in
+    another encoding that has no way to change it is used as it is, not a crash."""
+
+    class Latin1Output(io.StringIO):
+        encoding = "latin-1"  # and, unlike a TextIOWrapper, no reconfigure()
+
+    out, err = Latin1Output(), Latin1Output()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert cli.main(["help"]) == 0
+    assert out.getvalue().startswith("usage: pi-post ")
+    assert (sys.stdout, err.getvalue()) == (out, "")
+
+
+def block_sigpipe_then(command: list[str]) -> list[str]:
+    """``command`` started with SIGPIPE blocked, as some supervisors start their
+    children: a blocked signal mask is kept across exec."""
+    launch = (
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE}); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", launch, *command]
+
+
+@pytest.mark.parametrize("argv", [["list"], ["help"]])
+def test_a_closed_standard_output_with_sigpipe_blocked_ends_with_the_status_a_shell_shows(
+    tmp_path: Path, target: Record, argv: list[str]
+) -> None:
+    """The signal cannot end the command: it exits 141 itself, still without a word."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            block_sigpipe_then(pi_post(*argv)),
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            env=process_env(tmp_path / "post"),
+            timeout=PROCESS_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (128 + signal.SIGPIPE, b"")
+
+
+def test_ctrl_c_while_a_send_waits_for_its_receipt_exits_130_and_the_letter_stays(
+    tmp_path: Path,
+) -> None:
+    """The letter was deposited before the wait: interrupted, the send says nothing
+    (no traceback, no receipt) and the letter stays queued for its reader."""
+    root = tmp_path / "post"
+    live = write_record(
+        root,
+        make_record(
+            "sess-live", "/home/dev/live", pid=os.getpid(), last_seen=int(time.time() * 1000)
+        ),
+    )
+    sender = subprocess.Popen(
+        pi_post("send", "--to", live.address, "--body", "x"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=process_env(root),
+    )
+    try:
+        deadline = time.monotonic() + PROCESS_TIMEOUT_S
+        while not (root / "inbox" / live.address).is_dir() or not mailbox.count(root, live.address):
+            assert sender.poll() is None, sender.communicate()
+            assert time.monotonic() < deadline, "the send never deposited its letter"
+            time.sleep(0.005)
+        sender.send_signal(signal.SIGINT)  # as Ctrl-C does, while it waits for the receipt
+        out, err = sender.communicate(timeout=PROCESS_TIMEOUT_S)
+    finally:
+        sender.kill()
+        sender.wait()
+    assert (sender.returncode, out, err) == (130, b"", b"")
+    assert mailbox.count(root, live.address) == 1
+
+
 NOT_TEXT = "bad \udcff bytes"
 """Undecodable bytes as a process gets them in its argv and environment."""
 
@@ -1249,6 +1398,7 @@ def test_a_locale_that_is_not_utf8_changes_nothing_pi_post_reads_or_prints(
         "PI_POST_DIR": str(tmp_path / "post"),
         "PYTHONPATH": os.pathsep.join(sys.path),
         **settings,
+        **measured(),
     }
 
     def pi_post(*argv: str) -> subprocess.CompletedProcess[bytes]:

@@ -3,6 +3,7 @@ append-only bookkeeping (pure: contents are made up here, nothing is gathered)."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,50 @@ def test_a_record_encoding_that_is_no_json_object_is_judged_changed_not_a_crash(
     digest = "<200 characters, sha256 00>"
     assert rules("record", written('{"v":1}'), written(digest)) == [("encoding.changed", True)]
     assert rules("record", written("[1]"), written("[1,2]")) == [("encoding.changed", True)]
+
+
+def test_a_record_encoder_that_raises_is_an_encoding_change_not_more_written() -> None:
+    before: Content = {"encode:x": {"input": {}, "result": '{"v":1}'}}
+    after: Content = {"encode:x": {"input": {}, "result": {"raised": "KeyError"}}}
+    assert rules("record", before, after) == [("encoding.changed", True)]
+
+
+def test_a_change_no_row_names_is_an_error_not_a_pass() -> None:
+    with pytest.raises(AssertionError, match=r"^no rule for renamed field:v of message$"):
+        compatibility.classify("message", "field:v", "renamed", None, None)
+
+
+def test_pinning_what_is_pinned_already_changes_nothing() -> None:
+    pins = pins_of({"field:v": {}})
+    again, said = compatibility.pin("message", 1, {"field:v": {}}, pins, pins)
+    assert (again, said) == (pins, "message v1: already pinned as revision 1")
+
+
+def test_a_version_never_published_is_replaced_whole_even_by_a_breaking_change() -> None:
+    drafted = pins_of({"field:host": {}}, part="record")
+    pins, said = compatibility.pin("record", 1, {}, drafted, {})
+    assert said.startswith("record v1: replaced unpublished revision 1 sha256:")
+    assert [r.content for r in pins["record"][1]] == [{}]
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"message": []}, "pins of 'message' are not an object"),
+        ({"message": {"1": {}}}, "pins of message v1 are not a list"),
+        (
+            {"message": {"1": [{"fingerprint": 1, "content": {}}]}},
+            "a pin is not {fingerprint, content}",
+        ),
+        (
+            {"message": {"1": [{"fingerprint": "f", "content": []}]}},
+            "a pin is not {fingerprint, content}",
+        ),
+    ],
+    ids=["versions not an object", "revisions not a list", "no fingerprint", "no content"],
+)
+def test_pins_of_another_shape_are_refused_saying_what_is_wrong(
+    data: dict[str, Json], said: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
+        compatibility.from_data(data)

@@ -5,13 +5,14 @@ test_gate.py for history), and the compatible change that needs no bump."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipost import compatibility, contract, files, gate, mailbox, message, schemas, session
+from pipost import compatibility, contract, driver, files, gate, mailbox, message, schemas, session
 from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Revision, Verdict
 from pipost_conformance import INTEROP
 
@@ -254,3 +255,90 @@ def test_a_parser_that_raises_is_a_finding_not_a_crash(monkeypatch: pytest.Monke
     (finding,) = verdict.findings
     assert (finding.rule, finding.facet) == ("parse.changed", "parse:unknown-field")
     assert isinstance(finding.after, dict) and finding.after["result"] == {"raised": "KeyError"}
+
+
+def test_a_step_of_the_exchange_that_raises_is_a_lock_finding_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = driver.InProcessDriver.call
+
+    def claim_fails(self: driver.InProcessDriver, op: str, **args: Any) -> Any:
+        if op == "take":
+            raise OSError("the disk went away")
+        return real(self, op, **args)
+
+    monkeypatch.setattr(driver.InProcessDriver, "call", claim_fails)
+    verdict = judged()["interop"]
+    assert verdict.state == BREAKING
+    (claim,) = [f for f in verdict.findings if f.facet == "lock:claim"]
+    assert isinstance(claim.after, list) and claim.after[-1] == "raised OSError"
+
+
+def test_a_lock_on_a_file_outside_the_post_office_is_shown_as_a_question_mark(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "post").mkdir()
+    with open(tmp_path / "elsewhere", "w") as outside:
+        assert contract._where(tmp_path / "post", outside.fileno()) == "?"
+
+
+def test_long_strings_inside_a_list_are_pinned_as_their_digest() -> None:
+    text = "x" * (contract._LONG + 1)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert contract._shorten(["short", text]) == [
+        "short",
+        f"<{len(text)} characters, sha256 {digest}>",
+    ]
+
+
+def test_a_schema_or_a_protocol_the_code_no_longer_speaks_is_a_contradiction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    assert contract.contradictions(contents) == []
+    monkeypatch.setattr(contract, "ADDRESS_PATTERN", "s-[0-9a-f]{16}")
+    monkeypatch.setattr(driver, "PROTOCOL", driver.PROTOCOL + 1)
+    problems = contract.contradictions(contents)
+    assert "message: the schema's from.address pattern is not the address grammar" in problems
+    assert (
+        f"driver: its schema's open speaks protocol [{driver.PROTOCOL - 1}], the code "
+        f"{driver.PROTOCOL}"
+    ) in problems
+
+
+def test_the_corpus_and_the_schema_disagreeing_on_a_letter_is_a_contradiction() -> None:
+    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    letters = dict(contents["message"])
+    accepted = "parse:process-letter-of-pi-post-0.7"
+    letter = letters[accepted]
+    assert isinstance(letter, dict)
+    letters[accepted] = {**letter, "result": {"rejected": "bad_field", "field": "v"}}
+    refused = letters["parse:unknown-field"]
+    assert isinstance(refused, dict) and isinstance(refused["input"], dict)
+    letters["parse:unknown-field"] = {
+        **refused,
+        "input": {**refused["input"], "beyond_schema": "?"},
+    }
+    assert sorted(contract.contradictions({**contents, "message": letters})) == [
+        "message: parse:unknown-field is marked beyond_schema, but the schema refuses it",
+        f"message: the schema accepts {accepted}, which the parser rejects; if a rule JSON "
+        "Schema cannot state refuses it, say which in its beyond_schema",
+    ]
+
+
+def test_a_published_schema_is_checked_against_its_pin_and_one_not_kept_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pins = contract.load_pins()
+    now = message.VERSION
+    monkeypatch.setattr(message, "VERSION", now + 1)  # so that v{now} is an earlier version
+    assert contract.published_schemas(pins) == []
+    *_, latest = pins["message"][now]
+    forged = {k: v for k, v in latest.content.items() if k != "field:body"}
+    changed = {**pins, "message": {now: [Revision.of(forged)]}}
+    assert contract.published_schemas(changed) == [
+        f"message: message.v{now}.schema.json, published as v{now}, changed (field:body)"
+    ]
+    never_kept = {"message": {now - 1: [Revision.of(forged)]}}  # no schema file of v0
+    monkeypatch.setattr(message, "VERSION", now)
+    assert contract.published_schemas(never_kept) == []

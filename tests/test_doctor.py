@@ -656,3 +656,122 @@ def test_the_survey_counts_the_listeners_that_run_and_changes_nothing(tmp_path: 
     assert [f.code for f in doctor.diagnose(facts) if f.severity == ATTENTION] == [
         "listeners-several"
     ]
+
+
+def survey_findings(root: Path) -> list[tuple[str, str]]:
+    """The (code, text) of what needs attention in a survey of ``root``, which must
+    change nothing."""
+    before = tree_snapshot(root)
+    facts = survey(root)
+    assert tree_snapshot(root) == before
+    return [(f.code, f.text) for f in doctor.diagnose(facts) if f.severity == ATTENTION]
+
+
+def refusing(
+    monkeypatch: pytest.MonkeyPatch, method: str, root: Path, name: str, error: OSError
+) -> None:
+    """``files.Folder.<method>`` fails with ``error`` for ``name`` in ``root`` alone (the
+    survey also runs the contract's exchange in a scratch post office of its own)."""
+    real = getattr(files.Folder, method)
+
+    def failing(self: files.Folder, *args: str) -> object:
+        if str(self.path) == str(root) and (not args or args[0] == name):
+            raise error
+        return real(self, *args)
+
+    monkeypatch.setattr(files.Folder, method, failing)
+
+
+def test_a_folder_whose_entry_cannot_be_read_is_noted_as_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    write_record(root, make_record("sess-a", "/home/dev/a"))
+    denied = PermissionError(errno.EACCES, "Permission denied", f"{root}/inbox")
+    refusing(monkeypatch, "lstat", root, "inbox", denied)
+    assert survey_findings(root) == [
+        ("inbox-unreadable", f"{root}/inbox cannot be read: Permission denied ({root}/inbox)")
+    ]
+
+
+def test_a_folder_that_fails_while_it_is_read_is_noted_as_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a"))
+    deposit(root, record.address, make_message(NOW))
+    registry = root / "registry"
+    refusing(monkeypatch, "names", registry, "", OSError(errno.EIO, "Input/output error"))
+    assert survey_findings(root) == [
+        ("registry-unreadable", f"{registry} cannot be read: Input/output error")
+    ]
+
+
+def test_a_file_where_the_log_folder_belongs_is_reported(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    write_record(root, make_record("sess-a", "/home/dev/a"))
+    put(root / "log", b"not a folder")
+    assert survey_findings(root) == [("log-not-folder", f"{root}/log is not a folder")]
+
+
+def test_a_folder_removed_between_two_looks_is_missing_not_a_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    write_record(root, make_record("sess-a", "/home/dev/a"))
+    opened = files.Folder.child
+
+    def child(self: files.Folder, name: str) -> files.Folder | None:
+        if name == "registry" and str(self.path) == str(root):
+            return None  # as when the folder is removed after lstat saw it
+        return opened(self, name)
+
+    monkeypatch.setattr(files.Folder, "child", child)
+    facts = survey(root)
+    assert [f.kind for f in facts.folders if f.role == "registry"] == ["missing"]
+    assert facts.sessions == ()
+    assert doctor.healthy(doctor.diagnose(facts))
+
+
+def test_the_drop_log_is_measured_and_a_missing_rotated_one_counts_nothing(tmp_path: Path) -> None:
+    from pipost.droplog import LOG_NAME
+
+    root = tmp_path / "post"
+    write_record(root, make_record("sess-a", "/home/dev/a"))
+    made(root, "log")
+    put(root / "log" / LOG_NAME, b"x" * 100)
+    facts = survey(root)
+    assert facts.drop_log == (100, 0)
+    (said,) = [f.text for f in doctor.diagnose(facts) if f.code == "drop-log-ok"]
+    assert said == (
+        "the drop log holds 100 bytes (it rotates at 1 MiB, keeping one old file); "
+        "pi-post log shows it"
+    )
+
+
+def test_a_listeners_entry_that_is_a_symlink_is_not_entered(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a", pid=os.getpid()))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    made(root, "listeners")
+    (root / "listeners" / record.address).symlink_to(elsewhere)
+    facts = survey(root)
+    assert facts.listening == {}
+    assert survey_findings(root) == []
+
+
+def test_a_folder_inside_a_mailbox_and_a_file_gone_meanwhile_are_no_temporaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a"))
+    box = root / "inbox" / record.address
+    made(root, "inbox", record.address, "stray-folder")
+    put(box / "renamed-meanwhile.json.tmp", b"{")
+    aged(box / "renamed-meanwhile.json.tmp", TEMPORARY_STALE_MS + 60_000)
+    gone = FileNotFoundError(errno.ENOENT, "No such file or directory")
+    refusing(monkeypatch, "lstat", box, "renamed-meanwhile.json.tmp", gone)
+    facts = survey(root)
+    assert facts.temporaries == ()
+    assert doctor.healthy(doctor.diagnose(facts))

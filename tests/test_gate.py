@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import cli, contract, gate, mailbox
+from pipost import cli, compatibility, contract, gate, mailbox
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 # The versions the tree is at: a bump of any part leaves these tests standing.
@@ -321,6 +321,17 @@ def test_pi_post_contract_in_process_and_as_a_process_print_the_same() -> None:
             "address, tree, interop, cli, documents, driver\n",
         ),
         (["diff", "message@9", "message@1"], "pi-post: message v9 is not pinned\n"),
+        (["diff", "message@1.99", "message@1"], "pi-post: message v1 has no revision 99\n"),
+        (
+            ["diff", "message", "message@1"],
+            "pi-post: 'message' is not PART@VERSION or PART@VERSION.REVISION\n",
+        ),
+        (
+            ["diff", "message@1", "record@1"],
+            "pi-post: message@1 and record@1 are pins of different parts\n",
+        ),
+        (["--format=yaml"], "pi-post: --format is one of text, json, github, not 'yaml'\n"),
+        (["--tree", "/"], "pi-post: / is not a pipost source checkout\n"),
     ],
 )
 def test_usage_that_cannot_run_exits_2_saying_why(args: list[str], said: str) -> None:
@@ -340,3 +351,364 @@ def test_bump_driver_renumbers_the_protocol_its_open_speaks(tmp_path: Path) -> N
     spoken = re.findall(r'"protocol": \{"const": ([0-9]+)\}', json.dumps(opened))
     assert spoken and set(spoken) == {str(now + 1)}
     assert contract_in(tree, "--pin").returncode == 0, "the bumped driver contradicts itself"
+
+
+# -- history that is not what auto expects ---------------------------------------------
+
+
+def a_repository(into: Path, branch: str = "main") -> Path:
+    """A git repository with one commit on ``branch`` (no pipost tree in it)."""
+    repository = into / "repository"
+    repository.mkdir(parents=True)
+    run_git(repository, "init", "-q", "-b", branch)
+    (repository / "README").write_text("one\n", encoding="utf-8")
+    commit(repository, "one")
+    return repository
+
+
+def test_without_git_auto_notes_it_and_a_named_base_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no git on it
+    said = "git is not installed, so there is no history to compare with"
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--against", "auto", "--format=github"], out, err, cwd=str(CHECKOUT)) == 0
+    notice = f"::notice title=contract::history: not compared: {said}"
+    assert out.getvalue().splitlines()[0] == notice
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--against", "main"], out, err, cwd=str(CHECKOUT)) == 2
+    assert out.getvalue().splitlines()[-1] == (
+        f"verdict: cannot run: cannot compare with main: {said} (exit 2)"
+    )
+
+
+def test_auto_without_a_main_branch_says_so_and_falls_back_to_origin_main(
+    tmp_path: Path,
+) -> None:
+    alone = a_repository(tmp_path / "alone", branch="topic")
+    with pytest.raises(gate.CannotRun, match=r"^there is no main branch to compare with$"):
+        gate.base_revision(alone, "auto")
+    published = a_repository(tmp_path / "published")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(published), str(clone)], check=True)
+    run_git(clone, "checkout", "-q", "-b", "topic")
+    run_git(clone, "branch", "-q", "-D", "main")
+    (clone / "README").write_text("two\n", encoding="utf-8")
+    commit(clone, "on a branch")
+    base = run_git(published, "rev-parse", "HEAD").strip()
+    assert gate.base_revision(clone, "auto") == (base, "the merge base with origin/main")
+
+
+def test_a_base_without_pins_or_with_the_old_format_is_not_compared(tmp_path: Path) -> None:
+    repository = a_repository(tmp_path)
+    bare = run_git(repository, "rev-parse", "HEAD").strip()
+    assert gate.pins_at(repository, bare) == (None, f"{bare[:12]} has no contract pins")
+    pins = repository / "src" / "pipost" / "contract_pins.json"
+    pins.parent.mkdir(parents=True)
+    pins.write_text('{"1": {"fingerprint": "sha256:0", "content": {}}}\n', encoding="utf-8")
+    commit(repository, "pins before parts")
+    old = run_git(repository, "rev-parse", "HEAD").strip()
+    assert gate.pins_at(repository, old) == (
+        None,
+        f"{old[:12]} keeps its pins in the format before parts; nothing to compare",
+    )
+
+
+def test_a_base_without_pins_is_noted_by_the_gate_and_by_pin(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    run_git(tree, "init", "-q", "-b", "main")
+    (tree / "README").write_text("before pipost\n", encoding="utf-8")
+    commit(tree, "a history older than the tree")
+    before = run_git(tree, "rev-parse", "HEAD").strip()
+    copy_of_checkout(tmp_path, git=False)
+    commit(tree, "the tree")
+    judged = contract_in(tree, "--against", "HEAD~1")
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert judged.stdout.splitlines()[1] == f"history: {before[:12]} has no contract pins"
+    pinned = contract_in(tree, "--pin", "--against", "HEAD~1")
+    assert (pinned.returncode, pinned.stdout) == (
+        0,
+        f"history: {before[:12]} has no contract pins\nevery part already matches its pin\n",
+    )
+
+
+def test_pin_without_history_counts_every_pin_as_published_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    tree = copy_of_checkout(tmp_path, git=False)
+    pins = (tree / "src/pipost/contract_pins.json").read_bytes()
+    pinned = contract_in(tree, "--pin")
+    assert pinned.returncode == 0, pinned.stderr
+    first, second = pinned.stdout.splitlines()
+    assert first.startswith("history: not compared (") and first.endswith(
+        "): every pin counts as published"
+    )
+    assert second == "every part already matches its pin"
+    assert (tree / "src/pipost/contract_pins.json").read_bytes() == pins
+
+
+def test_a_base_that_cannot_be_found_cannot_run_in_every_format_and_pins_nothing() -> None:
+    asked = ["--against", "no-such-revision"]
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main([*asked, "--format", "json"], out, err, cwd=str(CHECKOUT)) == 2
+    report = json.loads(out.getvalue())
+    assert (report["verdict"], report["exit"]) == ("cannot-run", 2)
+    assert report["cannot_run"].startswith("cannot compare with no-such-revision: ")
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main([*asked, "--format", "github"], out, err, cwd=str(CHECKOUT)) == 2
+    assert out.getvalue().splitlines() == [
+        f"::error title=contract cannot run::{report['cannot_run']}",
+        "contract verdict: cannot-run (exit 2)",
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--pin", *asked], out, err, cwd=str(CHECKOUT)) == 2
+    assert err.getvalue().startswith(
+        "pi-post: nothing was pinned: cannot compare with no-such-revision: "
+    )
+
+
+def test_from_the_installed_package_history_is_not_compared(tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--against", "auto"], out, err, cwd=str(tmp_path)) == 0
+    assert out.getvalue().splitlines()[1] == (
+        "history: not compared: the installed package has no git history"
+    )
+
+
+# -- problems beyond a part's findings ------------------------------------------------
+
+
+def test_without_jsonschema_the_schemas_are_noted_unchecked_and_pin_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # import jsonschema fails
+    missing = (
+        "the schemas cannot be checked against the corpus without jsonschema: "
+        "pip install -e '.[dev]'"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--format", "json"], out, err, cwd=str(CHECKOUT)) == 0
+    assert json.loads(out.getvalue())["notes"] == [f"not checked: {missing}"]
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--pin"], out, err, cwd=str(CHECKOUT)) == 2
+    assert err.getvalue() == f"pi-post: nothing was pinned: {missing}\n"
+
+
+def test_a_parser_that_contradicts_its_schema_shows_the_case_and_the_contradiction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A corpus case is shown once as its input, then what it read as before and now;
+    a problem that has no place is annotated without one."""
+    from pipost import message
+
+    for version, rules in list(message.RULES.items()):
+        monkeypatch.setitem(
+            message.RULES, version, rules.replace(fields=rules.fields | {"subject"})
+        )
+    contradiction = "message: the schema refuses parse:unknown-field, which the parser accepts"
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main([], out, err, cwd=str(CHECKOUT)) == 1
+    text = out.getvalue()
+    heading = "\nparse.changed (breaking): message parse:unknown-field changed\n"
+    assert heading in text
+    labels = [line[:8] for line in text.split(heading)[1].splitlines()[:4]]
+    assert labels == ["  case: ", "  was : ", "  now : ", "  at:   "]
+    case = text.split(heading)[1].splitlines()
+    assert '"subject"' in case[0] and "rejected" in case[1] and "accepted" in case[2]
+    parse_line = gate._line(CHECKOUT, "src/pipost/message.py", "def parse")[1]
+    assert case[3] == f"  at:   src/pipost/message.py:{parse_line}"
+    assert text.endswith(
+        f"\ncontract.contradiction: {contradiction}\n"
+        "\nverdict: the contract breaks its pins (exit 1)\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--format", "github"], out, err, cwd=str(CHECKOUT)) == 1
+    assert f"::error title=contract.contradiction::{contradiction}" in out.getvalue().splitlines()
+
+
+def test_a_pin_edited_by_hand_is_a_problem_at_the_pins_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pins = contract.load_pins()
+    *kept, latest = pins["tree"][1]
+    forged = compatibility.Revision(latest.fingerprint, {**latest.content, "forged": 1})
+    monkeypatch.setattr(contract, "load_pins", lambda: {**pins, "tree": {1: [*kept, forged]}})
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--format", "json"], out, err, cwd=str(CHECKOUT)) == 1
+    edited = [p for p in json.loads(out.getvalue())["problems"] if p["rule"] == "pins.edited"]
+    assert edited == [
+        {
+            "rule": "pins.edited",
+            "text": f"tree v1 revision {len(kept) + 1}: its content was edited by hand",
+            "file": "src/pipost/contract_pins.json",
+            "line": 1,
+        }
+    ]
+
+
+def test_mail_of_an_earlier_version_and_its_schema_are_problems_of_the_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one version of each part today, an earlier version's findings are made
+    up here: the gate must report each under its rule and fail."""
+    monkeypatch.setattr(contract, "old_mail", lambda pins: ["message v0 parse:x: now read as y"])
+    monkeypatch.setattr(contract, "published_schemas", lambda pins: ["message: v0 changed (z)"])
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main([], out, err, cwd=str(CHECKOUT)) == 1
+    assert out.getvalue().endswith(
+        "\nold-mail.unreadable: message v0 parse:x: now read as y\n"
+        "\nschema.published-changed: message: v0 changed (z)\n"
+        "\nverdict: the contract breaks its pins (exit 1)\n"
+    )
+
+
+def test_a_rewritten_corpus_entry_stops_the_gate_at_the_corpus_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    corpus = contract.load_corpus()
+    changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
+    monkeypatch.setattr(contract, "load_corpus", lambda: changed)
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--format", "json"], out, err, cwd=str(CHECKOUT)) == 1
+    report = json.loads(out.getvalue())
+    assert (report["parts"], report["findings"]) == ([], [])
+    (problem,) = report["problems"]
+    assert (problem["rule"], problem["file"], problem["line"]) == (
+        "corpus.entry-rewritten",
+        "src/pipost/contract_corpus.json",
+        1,
+    )
+    assert problem["text"].startswith("corpus entry address/derive/abc differs from the input")
+
+
+def test_bump_outside_a_checkout_cannot_run(tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["bump", "message"], out, err, cwd=str(tmp_path)) == 2
+    assert err.getvalue() == (
+        "pi-post: bump edits a source checkout: run it in one (or give --tree)\n"
+    )
+
+
+def a_tree_with(tmp_path: Path, version_line: str, schemas: list[str]) -> Path:
+    """A tree holding only message.py (with ``version_line``) and empty schema files."""
+    package = tmp_path / "src" / "pipost"
+    (package / "schemas").mkdir(parents=True)
+    (package / "message.py").write_text(f'"""A letter."""\n{version_line}\n', encoding="utf-8")
+    for name in schemas:
+        (package / "schemas" / name).write_text("{}\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_bump_refuses_a_version_line_it_cannot_find_and_changes_nothing(tmp_path: Path) -> None:
+    tree = a_tree_with(tmp_path, "VERSION: int = 1", [])
+    with pytest.raises(
+        gate.CannotRun,
+        match=re.escape(r"src/pipost/message.py has no version line matching ^VERSION = (\d+)$"),
+    ):
+        gate.bump("message", tree, io.StringIO())
+    assert (
+        (tree / "src/pipost/message.py").read_text(encoding="utf-8").endswith("VERSION: int = 1\n")
+    )
+
+
+def test_bump_refuses_to_overwrite_the_next_schema_and_changes_nothing(tmp_path: Path) -> None:
+    now, then = MESSAGE, MESSAGE + 1
+    tree = a_tree_with(
+        tmp_path,
+        f"VERSION = {now}",
+        [f"message.v{now}.schema.json", f"message.v{then}.schema.json"],
+    )
+    with pytest.raises(
+        gate.CannotRun,
+        match=re.escape(
+            f"src/pipost/schemas/message.v{then}.schema.json exists already; nothing was changed"
+        ),
+    ):
+        gate.bump("message", tree, io.StringIO())
+    assert (
+        (tree / "src/pipost/message.py").read_text(encoding="utf-8").endswith(f"VERSION = {now}\n")
+    )
+    assert (tree / f"src/pipost/schemas/message.v{then}.schema.json").read_text() == "{}\n"
+
+
+def test_diff_as_json_lists_the_changes_between_two_pins(monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = contract.load_pins()
+    *_, latest = pins["record"][RECORD]
+    grown = compatibility.Revision.of({**latest.content, "field:host": {"type": "string"}})
+    revisions = {RECORD: [*pins["record"][RECORD], grown]}
+    monkeypatch.setattr(contract, "load_pins", lambda: {**pins, "record": revisions})
+    before, after = f"record@{RECORD}.{len(revisions[RECORD]) - 1}", f"record@{RECORD}"
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["diff", before, after, "--format", "json"], out, err, cwd=str(CHECKOUT)) == 0
+    assert json.loads(out.getvalue()) == {
+        "from": before,
+        "to": after,
+        "changes": [
+            {
+                "rule": "record.field-added",
+                "facet": "field:host",
+                "change": "added",
+                "breaking": False,
+                "before": None,
+                "after": {"type": "string"},
+            }
+        ],
+    }
+
+
+def test_a_checkout_whose_pipost_does_not_load_cannot_run(tmp_path: Path) -> None:
+    """The rerun on the tree's own code finds no pipost there and says so, rather than
+    rerunning itself again."""
+    tree = tmp_path / "tree"
+    (tree / "src" / "pipost").mkdir(parents=True)
+    shutil.copy(CHECKOUT / "pyproject.toml", tree)
+    shutil.copy(CHECKOUT / "src/pipost/contract_pins.json", tree / "src/pipost")
+    ran = contract_in(tree, source=CHECKOUT)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr == f"pi-post: could not load pipost from {tree / 'src'}\n"
+
+
+def line_number(path: str, needle: str) -> int:
+    lines = (CHECKOUT / path).read_text(encoding="utf-8").splitlines()
+    return next(n for n, line in enumerate(lines, 1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    ("part", "facet", "change", "file", "needle"),
+    [
+        ("address", "derive:abc", "added", "src/pipost/contract_corpus.json", '"abc"'),
+        ("message", "parse:unknown-field", "changed", "src/pipost/message.py", "def parse"),
+        ("tree", "name:record", "changed", "src/pipost/contract.py", '"tree": '),
+    ],
+    ids=["a new corpus case", "a case of the parser", "a facet with no place of its own"],
+)
+def test_a_finding_points_at_the_line_to_change(
+    part: str, facet: str, change: str, file: str, needle: str
+) -> None:
+    finding = compatibility.Finding(part, "some.rule", facet, change, None, None, True)
+    assert gate.where(CHECKOUT, finding) == (file, line_number(file, needle))
+
+
+def test_a_finding_in_a_file_the_tree_lacks_points_at_its_first_line(tmp_path: Path) -> None:
+    finding = compatibility.Finding("tree", "some.rule", "name:record", "changed", 1, 2, True)
+    assert gate.where(tmp_path, finding) == ("src/pipost/contract.py", 1)
+
+
+def test_a_new_corpus_case_shows_its_input_and_what_it_gives_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pipost.address import address_of
+
+    corpus = contract.load_corpus()
+    grown = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "new": "n"}}}
+    monkeypatch.setattr(contract, "load_corpus", lambda: grown)
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main([], out, err, cwd=str(CHECKOUT)) == 0
+    assert (
+        "\ncorpus.entry-added (compatible): address derive:new added\n"
+        '  case: "n"\n'
+        f"  now : {address_of('n')}\n"
+        "  at:   src/pipost/contract_corpus.json:1\n"
+    ) in out.getvalue()
+    assert out.getvalue().endswith("\nverdict: compatible changes only (exit 0)\n")
