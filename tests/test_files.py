@@ -429,6 +429,7 @@ def test_a_root_owned_by_someone_else_is_refused(
     with pytest.raises(files.UnsafePath) as refused:
         files.check_root(root)
     assert f"owned by uid {owner}, not by you (uid {owner + 4242})" in str(refused.value.strerror)
+    assert (refused.value.errno, refused.value.filename) == (errno.EPERM, str(root))
 
 
 def test_a_symlinked_root_is_refused_not_followed(tmp_path: Path, outside: Path) -> None:
@@ -587,6 +588,27 @@ def test_a_lock_the_file_system_refuses_leaves_nothing_open_or_behind(
     assert raised.value.errno == errno.ENOLCK
     assert open_descriptors() == descriptors
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_create_locked_never_takes_over_a_file_or_writes_through_a_symlink(
+    here: files.Folder, tmp_path: Path, outside: Path
+) -> None:
+    """A listener's lock file is its own: one already there, a listener's or a link
+    to elsewhere, is refused and left as it was (INV-22)."""
+    (tmp_path / "1.abcd.lock").write_bytes(b"someone's")
+    (tmp_path / "2.abcd.lock").symlink_to(outside / "target")
+    for name in ("1.abcd.lock", "2.abcd.lock"):
+        with pytest.raises(FileExistsError):
+            here.create_locked(name)
+    assert (tmp_path / "1.abcd.lock").read_bytes() == b"someone's"
+    assert list(outside.iterdir()) == []
+    umask = os.umask(0o022)  # a umask that lets more through: the mode is still 0600
+    try:
+        held = here.create_locked("3.abcd.lock")
+    finally:
+        os.umask(umask)
+    assert mode_of(tmp_path / "3.abcd.lock") == 0o600
+    held.close()
 
 
 def test_a_file_that_is_gone_is_held_by_no_one(here: files.Folder, tmp_path: Path) -> None:

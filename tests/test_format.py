@@ -107,6 +107,17 @@ def test_frame_of_an_empty_body_quotes_one_empty_line() -> None:
     ]
 
 
+@pytest.mark.parametrize("cwd", [None, ""])
+def test_a_session_sender_without_a_cwd_is_named_without_one(cwd: str | None) -> None:
+    sender = Sender("session", "gtm-summoner", "s-52c78af935a3", cwd)
+    message = Message("1796078534364-bb43be6c", sender, 1796078534364, "hi")
+    assert format.origin(message) == "pi session gtm-summoner"
+    assert format.frame(message).splitlines()[0] == (
+        "[pi-post] Message 1796078534364-bb43be6c from pi session gtm-summoner,"
+        " sent 2026-11-30T22:42:14.364Z:"
+    )
+
+
 def test_frame_of_a_process_message_with_a_reply_address_offers_it() -> None:
     message = interop_message("1796078535542-42015a25")
     last = format.frame(message).splitlines()[-1]
@@ -399,6 +410,15 @@ def test_a_stalled_session_is_listed_as_not_responding() -> None:
     )
 
 
+def test_a_stalled_session_s_card_says_how_long_ago_it_was_seen() -> None:
+    candidates, _ = fixture_candidates({})
+    stalled = Candidate(candidates[0].record, Presence.STALLED, queued=2)
+    seen = candidates[0].record.last_seen
+    assert format.resolve_card(stalled, seen + 3 * 3600 * 1000 + 59_000)[3] == (
+        "presence: stalled (not responding, seen 3h ago), 2 queued"
+    )
+
+
 @pytest.mark.parametrize(
     ("label", "name", "queued"),
     [
@@ -575,6 +595,50 @@ def test_an_unknown_target_shows_eight_reachable_sessions_and_counts_the_rest() 
         f"  {c.record.name} ({c.record.address}) — {c.record.cwd}" for c in reachable[:8]
     ]
     assert lines[10:] == ["  … and 3 more (pi-post list --all)"]
+
+
+def test_an_unknown_target_where_no_session_registered_says_so() -> None:
+    assert format.refusal(UnknownTarget("bob", ())).split("\n") == [
+        '"bob" is not an address, a session id, a directory with a registered session,'
+        " or a known session name",
+        "no session is registered yet",
+    ]
+
+
+def test_eight_reachable_sessions_are_all_shown_with_no_count_of_more() -> None:
+    reachable = tuple(
+        Candidate(make_record(f"session-{n}", f"/home/dev/p{n}"), Presence.LIVE, 0)
+        for n in range(8)
+    )
+    lines = format.refusal(NoSessionIn("/tmp", "/tmp", reachable)).split("\n")
+    assert lines[1:] == [
+        "reachable sessions:",
+        *(f"  {c.record.name} ({c.record.address}) — {c.record.cwd}" for c in reachable),
+    ]
+
+
+def test_a_ninth_reachable_session_is_counted_as_one_more() -> None:
+    reachable = tuple(
+        Candidate(make_record(f"session-{n}", f"/home/dev/p{n}"), Presence.LIVE, 0)
+        for n in range(9)
+    )
+    lines = format.refusal(UnknownTarget("nobody", reachable)).split("\n")
+    assert lines[-2:] == [
+        f"  {reachable[7].record.name} ({reachable[7].record.address}) — /home/dev/p7",
+        "  … and 1 more (pi-post list --all)",
+    ]
+
+
+def test_a_refusal_names_every_copy_already_queued_in_order() -> None:
+    already = (
+        ("s-aaaaaaaaaaaa", "1796078534364-bb43be6c"),
+        ("s-bbbbbbbbbbbb", "1796078534365-0badcafe"),
+    )
+    assert format.refusal(MailboxFull(OTHER, 50, 50, already)) == (
+        f"mailbox {OTHER} is full (50 queued; the cap is 50) — the session is not reading "
+        "its mail; already queued s-aaaaaaaaaaaa 1796078534364-bb43be6c"
+        "; already queued s-bbbbbbbbbbbb 1796078534365-0badcafe"
+    )
 
 
 def test_a_kind_of_refusal_without_a_text_fails_loudly_instead_of_printing_nothing() -> None:

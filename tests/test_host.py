@@ -11,6 +11,7 @@ import errno
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -223,6 +224,41 @@ def test_a_failing_context_keeps_the_letter_and_is_retried_with_backoff(
     assert receiver.stats.failed_entries == 2
 
 
+def test_a_context_that_declines_without_saying_why_is_retried_and_nothing_is_said(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """enter() returning False gives no reason: the outcome has none, and the session
+    has nothing to tell (it says a reason only when the context gave one)."""
+    steps = SteppedTime()
+    said: list[str] = []
+    receiver = hosts(post, FailsThenTakes(failures=1), say=said.append, monotonic=steps.monotonic)
+    receiver.start()
+    message = deposit(root, "not now", NOW)
+
+    assert receiver.drain() == [Outcome(message.file_name, Action.FAILED, None, message.id)]
+    assert said == []
+    assert queued(root) == [message.file_name]
+
+
+def test_a_letter_waiting_for_its_retry_does_not_hold_up_the_letters_after_it(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    class RefusesTheFirst(Recording):
+        def enter(self, delivery: Delivery) -> bool:
+            return delivery.message.body != "refused" and super().enter(delivery)
+
+    steps = SteppedTime()
+    context = RefusesTheFirst()
+    receiver = hosts(post, context, monotonic=steps.monotonic)
+    refused = deposit(root, "refused", NOW, sender="first")
+    receiver.start()  # its next try is a second away
+    later = deposit(root, "behind it", NOW + 1, sender="second")
+
+    assert receiver.drain() == [Outcome(later.file_name, Action.ENTER, None, later.id)]
+    assert context.ids == [later.id]
+    assert queued(root) == [refused.file_name]
+
+
 def test_a_raising_context_never_loses_mail(
     root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -417,6 +453,58 @@ def test_mail_found_at_start_up_with_resume_stage_is_reported_staged(
     assert context.ids == [waited.id, live.id]
 
 
+def test_a_letter_taken_at_start_up_with_resume_stage_is_reported_staged_not_entered(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    context = Recording()
+    receiver = hosts(post, context, resume=Resume.STAGE)
+    receiver.start()
+    message = deposit(root, "for the first prompt", NOW)
+
+    assert receiver.drain(at_startup=True) == [
+        Outcome(message.file_name, Action.STAGE, None, message.id)
+    ]
+    assert [d.wake for d in context.deliveries] == [False]
+
+
+def test_a_letter_taken_outside_the_start_up_is_live_mail_and_wakes_the_session(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """take() without at_startup: mail that arrived while the session runs is a steer,
+    whatever the resume mode says of the mail found at start-up."""
+    context = Recording()
+    receiver = hosts(post, context, resume=Resume.STAGE)
+    receiver.start()
+    message = deposit(root, "arrived just now", NOW)
+    claim = helpers.claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None
+
+    outcome = receiver.take(claim)
+    claim.dispose()  # the receipt
+
+    assert outcome == Outcome(message.file_name, Action.ENTER, None, message.id)
+    assert [d.wake for d in context.deliveries] == [True]
+
+
+def test_a_letter_whose_entry_the_stop_cut_short_is_reported_left_and_stays_queued(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    class StoppedMidway(Recording):
+        def enter(self, delivery: Delivery) -> bool:
+            receiver.request_stop()  # the session stops while the text is on its way
+            return False
+
+    receiver = hosts(post, StoppedMidway())
+    receiver.start()
+    message = deposit(root, "cut short", NOW)
+
+    assert receiver.drain() == [
+        Outcome(message.file_name, Action.LEFT, "the session is stopping", message.id)
+    ]
+    assert queued(root) == [message.file_name]
+    assert receiver.stats.failed_entries == 0
+
+
 def test_a_letter_taken_meanwhile_by_a_receiver_without_locks_is_reported_left(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
@@ -429,7 +517,9 @@ def test_a_letter_taken_meanwhile_by_a_receiver_without_locks_is_reported_left(
 
     outcome = receiver.take(claim)
 
-    assert outcome.action is Action.LEFT and outcome.message_id == message.id
+    assert outcome == Outcome(
+        message.file_name, Action.LEFT, "taken by another receiver", message.id
+    )
     assert context.ids == []
 
 
@@ -862,6 +952,7 @@ def test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listen
     handed = registry.read(root, ADDRESS)
     assert handed is not None
     assert (handed.pid, handed.pid_start, handed.last_seen) == (os.getpid(), "started", clock.now)
+    assert second.record == handed, "the host knows the record it wrote last"
     assert session.presence(handed, clock.now, processes) is Presence.LIVE
 
     clock.now += SECOND_MS
@@ -873,6 +964,22 @@ def test_stopping_says_how_the_address_was_left_and_hands_the_record_to_a_listen
         f"stopped; {ADDRESS} is offline",
     ]
     assert os.listdir(root / "listeners") == []
+
+
+def test_a_record_that_cannot_be_marked_offline_at_shutdown_says_why(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines: list[str] = []
+    receiver = hosts(post, Recording(), say=lines.append)
+    receiver.start()
+
+    def disk_full(root: Path, record: session.Record) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(registry, "write", disk_full)
+    receiver.stop()
+
+    assert lines == [f"stopped; {ADDRESS} could not be marked offline (No space left on device)"]
 
 
 def test_a_listener_that_ended_since_it_was_seen_is_not_handed_the_record(
@@ -939,8 +1046,85 @@ def test_start_records_the_real_process_start_time(root: Path, hosts: Callable[.
 
 
 def test_a_host_serves_only_once_started(post: Post, hosts: Callable[..., Host]) -> None:
-    with pytest.raises(RuntimeError, match=r"start\(\) the host before serving"):
+    with pytest.raises(RuntimeError) as refused:
         hosts(post, Recording()).serve()
+    assert str(refused.value) == "start() the host before serving"
+
+
+class SteppedRounds:
+    """Stands for the folder watch in serve() (host.FolderWatch): each wait moves the
+    host's monotonic clock and the post office's clock by its timeout, and notes the
+    timeout and the record's last_seen; the wait numbered ``rounds`` asks for the stop."""
+
+    def __init__(self, root: Path, clock: FixedClock) -> None:
+        self.root, self.clock, self.time = root, clock, SteppedTime()
+        self.made: list[tuple[str, bool]] = []  # (folder, kernel_events) per watch made
+        self.seen: list[tuple[float, int | None]] = []  # (timeout, last_seen) per wait
+        self.receiver: Host | None = None
+        self.rounds = 0
+
+    def watch(self, folder: Any, *, kernel_events: bool) -> SteppedRounds:
+        self.made.append((str(folder), kernel_events))
+        return self
+
+    def wait(self, timeout: float) -> None:
+        record = registry.read(self.root, ADDRESS)
+        self.seen.append((timeout, None if record is None else record.last_seen))
+        self.time.now += timeout
+        self.clock.now += round(timeout * SECOND_MS)
+        if len(self.seen) == self.rounds and self.receiver is not None:
+            self.receiver.request_stop()
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def serve(self, receiver: Host, rounds: int) -> list[float]:
+        """Serve ``rounds`` waits; the timeout of each."""
+        self.receiver, self.rounds = receiver, rounds
+        receiver.serve()
+        return [timeout for timeout, _ in self.seen]
+
+
+@pytest.fixture
+def stepped(root: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch) -> SteppedRounds:
+    rounds = SteppedRounds(root, clock)
+    monkeypatch.setattr(host, "FolderWatch", rounds.watch)
+    return rounds
+
+
+def test_the_serving_loop_waits_for_the_poll_and_refreshes_the_record_every_30_s(
+    root: Path, post: Post, hosts: Callable[..., Host], stepped: SteppedRounds
+) -> None:
+    """serve() round by round, on the test's clocks: each round waits for the next poll
+    (3 s), and the record is refreshed at 30 s, then every 30 s, never sooner (INV-14,
+    INV-15)."""
+    # Told to poll only (a folder whose changes the kernel does not report).
+    receiver = hosts(post, Recording(), kernel_events=False, monotonic=stepped.time.monotonic)
+    receiver.start()
+
+    timeouts = stepped.serve(receiver, rounds=21)  # the last wait ends at 60 s
+
+    assert stepped.made == [(str(mailbox.inbox_of(root, ADDRESS)), False)]
+    assert timeouts == [host.POLL_S] * 21
+    refreshed = [(seen - NOW) // SECOND_MS for _, seen in stepped.seen if seen is not None]
+    assert refreshed == [0] * 10 + [30] * 10 + [60]
+
+
+def test_a_letter_waiting_for_its_retry_wakes_the_serving_loop_until_it_is_settled(
+    root: Path, post: Post, hosts: Callable[..., Host], stepped: SteppedRounds
+) -> None:
+    """The loop wakes for the next try of a letter a context refused (1 s later), not
+    at the next poll; once the letter entered, its try no longer wakes the loop."""
+    context = FailsThenTakes(failures=1)
+    message = deposit(root, "again in a second", NOW)
+    receiver = hosts(post, context, monotonic=stepped.time.monotonic)
+    receiver.start()  # refused once
+
+    timeouts = stepped.serve(receiver, rounds=3)
+
+    assert timeouts == [host.RETRY_FIRST_S, host.POLL_S, host.POLL_S]
+    assert context.ids == [message.id]
 
 
 def test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on(
@@ -1231,6 +1415,43 @@ def test_a_mailbox_on_a_read_only_file_system_says_to_remount_it(
     ]
 
 
+@pytest.mark.parametrize("log", ["writable", "full"])
+def test_a_message_kept_by_a_mailbox_that_cannot_be_written_is_logged_with_its_sender(
+    root: Path,
+    post: Post,
+    told: Callable[..., tuple[Host, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+    log: str,
+) -> None:
+    """The drop log names who sent the letter kept; a log the disk will not take either
+    does not stop the session: the person is told, and the mail waits (INV-05, INV-23)."""
+    receiver, lines = told(post, Recording())
+    message = deposit(root, "kept for now", NOW, sender="planner")
+    read_only_folders(monkeypatch)
+    if log == "full":
+
+        def disk_full(where: Any, drop: droplog.Drop) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(droplog, "record", disk_full)
+
+    receiver.start()
+    outcomes = receiver.drain()
+
+    inbox = mailbox.inbox_of(root, ADDRESS)
+    problem = f"inbox/{ADDRESS} is read-only for uid {os.geteuid()}: chmod u+w {inbox}"
+    assert outcomes == [Outcome(message.file_name, Action.KEPT, problem, message.id)]
+    assert lines == [f"cannot take mail: {problem}; its letters stay queued until then"]
+    assert queued(root) == [message.file_name]
+    logged = [(d.letter, d.sender, d.reason) for d in drops(root)]
+    if log == "writable":
+        assert logged == [
+            (message.file_name, message.sender.key, f"kept: {problem}; the letter stays queued")
+        ]
+    else:
+        assert logged == []
+
+
 def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
     root: Path,
     post: Post,
@@ -1254,9 +1475,7 @@ def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
     assert lines == [said]
 
     (root / "registry").unlink()
-    receiver.beat()  # registers now
-    clock.now += 30 * SECOND_MS
-    receiver.beat()
+    receiver.beat()  # registers now, and the trouble has cleared
     assert lines == [said]
 
     def disk_full(root: Path, record: session.Record) -> None:
@@ -1269,6 +1488,39 @@ def test_a_record_that_cannot_be_written_is_said_once_until_it_recovers(
         f"cannot write the record {record}: No space left on device; pi-post list will not "
         f"show {ADDRESS} live while this lasts (its mail still flows; it tries again every 30 s)"
     ]
+
+
+def test_a_heartbeat_that_fails_again_after_one_went_through_is_said_again(
+    root: Path,
+    post: Post,
+    clock: FixedClock,
+    told: Callable[..., tuple[Host, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refresh that goes through clears the trouble: the next failure is news (INV-23)."""
+    receiver, lines = told(post, Recording())
+    receiver.start()
+    real_write = registry.write
+    disk = {"full": True}
+
+    def write(root: Path, record: session.Record) -> None:
+        if disk["full"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(root, record)
+
+    monkeypatch.setattr(registry, "write", write)
+    for full in (True, False, True):
+        disk["full"] = full
+        clock.now += 30 * SECOND_MS
+        receiver.beat()
+
+    said = (
+        f"cannot write the record {registry.record_path(root, ADDRESS)}: No space left on "
+        f"device; pi-post list will not show {ADDRESS} live while this lasts (its mail still "
+        "flows; it tries again every 30 s)"
+    )
+    assert lines == [said, said]
+    assert receiver.stats.failed_heartbeats == 2
 
 
 def test_the_poll_finds_mail_without_any_watch_event(
@@ -1356,6 +1608,46 @@ def test_a_torn_last_line_is_cut_at_reopening(tmp_path: Path) -> None:
     assert _transcript_ids(path) == [kept.message.id, torn.message.id]
 
 
+def test_a_new_transcript_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """It holds what others wrote to this session, as a letter does (files.FILE_MODE)."""
+    path = tmp_path / "t.jsonl"
+    umask = os.umask(0o022)  # the usual one, which would leave a new file readable by all
+    try:
+        TranscriptContext(path).close()
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == files.FILE_MODE == 0o600
+
+
+def test_a_transcript_with_lines_that_are_not_entries_still_opens_and_knows_its_ids(
+    tmp_path: Path,
+) -> None:
+    """A line edited by hand, or written by another tool, is not an id entered: it is
+    passed over, neither the reason to refuse the transcript nor cut from it."""
+    path = tmp_path / "t.jsonl"
+    entered = _delivery("entered")
+    transcript = TranscriptContext(path)
+    transcript.enter(entered)
+    transcript.close()
+    foreign = [
+        b"not json",  # ValueError
+        b"\xff\xfe",  # not UTF-8: a ValueError too
+        b'{"note": "no id"}',  # KeyError
+        b'["a", "list"]',  # TypeError: a list is not indexed by a name
+        b'"a string"',  # TypeError
+    ]
+    path.write_bytes(b"\n".join(foreign) + b"\n" + path.read_bytes())
+    before = path.read_bytes()
+
+    reopened = TranscriptContext(path)
+    try:
+        assert reopened.holds(entered.message.id)
+        assert not reopened.holds("no id")
+    finally:
+        reopened.close()
+    assert path.read_bytes() == before
+
+
 def test_a_second_listener_on_one_transcript_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     first = TranscriptContext(path)
@@ -1390,6 +1682,17 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
     assert env["PI_POST_WAKE"] == "0"
     assert env["OUT"] == str(tmp_path)
     assert context.holds(delivery.message.id) is None
+
+
+@pytest.mark.parametrize(("wake", "variable"), [(True, "1"), (False, "0")])
+def test_the_command_learns_whether_the_text_wakes_the_session(
+    tmp_path: Path, wake: bool, variable: str
+) -> None:
+    """PI_POST_WAKE: 1 for a steer that wakes the session, 0 for text staged for its
+    first prompt (listen --help)."""
+    context = ExecContext('printf %s "$PI_POST_WAKE" > "$OUT/wake.txt"', {"OUT": str(tmp_path)})
+    assert context.enter(_delivery(wake=wake))
+    assert (tmp_path / "wake.txt").read_text() == variable
 
 
 def test_a_message_without_a_reply_address_gives_the_command_an_empty_reply_to(
@@ -1478,6 +1781,7 @@ def test_a_command_that_reads_lines_gets_the_last_line_of_the_text(tmp_path: Pat
     ("command", "timeout_s", "reason"),
     [
         ("exit 3", 600.0, "exit status 3"),
+        ("exit 1", 600.0, "exit status 1"),  # the least failure is one
         ("kill -9 $$", 600.0, "killed by signal 9"),
         ("sleep 30", 0.3, "timed out after 0.3 s"),
     ],
@@ -1544,8 +1848,9 @@ def test_an_interrupted_command_is_ended_with_everything_it_started(
     assert all(isinstance(error, host.EntryFailed) for error in raised)
     assert eventually(lambda: process_gone(child))
     (tmp_path / "child").unlink()
-    with pytest.raises(host.EntryFailed, match="stopping"):
+    with pytest.raises(host.EntryFailed) as stopping:
         context.enter(_delivery())  # a stopped context starts no other command
+    assert str(stopping.value) == "the session is stopping"
     assert not (tmp_path / "child").exists()
 
 
@@ -1572,6 +1877,152 @@ def test_a_group_that_cannot_be_probed_counts_as_running_and_is_killed_after_the
     with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
         context.enter(_delivery())
     assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
+
+
+def test_an_interrupt_ends_the_command_at_once_not_at_its_next_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """interrupt() signals the running command itself: the stop does not wait for the
+    next slice of the wait, nor for the grace, once the group is gone (here both are
+    made far longer than the test waits)."""
+    monkeypatch.setattr(host, "_EXEC_WAIT_SLICE_S", 600.0)
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 600.0)
+    # One process, the group's only member: gone once its listener has reaped it.
+    context = ExecContext('echo $$ > "$OUT/child"; exec sleep 30', {"OUT": str(tmp_path)})
+    thread, raised = _enter_in_background(context)
+    command = _child_pid(tmp_path / "child")
+
+    context.interrupt()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the command was not ended at once"
+    assert [(type(error), str(error)) for error in raised] == [
+        (host.EntryFailed, "ended by the shutdown")
+    ]
+    assert process_gone(command)
+
+
+def test_a_group_that_refuses_the_signals_is_waited_for_and_its_entry_still_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel may refuse to signal a group (its members changed user): the command
+    is waited for until it ends, and the entry fails as timed out, the letter queued."""
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.2)
+    signalled: list[int] = []
+
+    def refused(group: int, signum: int) -> None:
+        signalled.append(signum)
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "killpg", refused)
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext("sleep 1", {}, timeout_s=0.3).enter(_delivery())
+    assert str(failed.value) == "timed out after 0.3 s"
+    assert signalled[0] == signal.SIGTERM and signalled[-1] == signal.SIGKILL
+
+
+# The shell ends at TERM; what it left ignores TERM, notes every HUP, and ends by itself
+# in 15 s at the latest.
+NOTING_ORPHAN = (
+    '(trap "" TERM; trap "echo HUP >> \\"$OUT/signals\\"" HUP; n=0; '
+    'while [ $n -lt 300 ]; do sleep 0.05; n=$((n+1)); done) & echo $! > "$OUT/child"; wait'
+)
+
+
+def test_what_outlives_the_shell_is_probed_without_a_signal_and_killed_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the shell is gone its group is only probed (signal 0) until the grace ends,
+    then killed: nothing but TERM and KILL reaches what the command started."""
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.5)
+    context = ExecContext(NOTING_ORPHAN, {"OUT": str(tmp_path)}, timeout_s=0.3)
+    with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
+        context.enter(_delivery())
+    assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
+    assert not (tmp_path / "signals").exists()
+
+
+def test_a_command_that_finishes_its_entry_when_told_to_stop_has_taken_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exit 0 says the text entered, even when the stop's TERM is what ended the
+    command: the letter is taken, not entered again at the next start (INV-06)."""
+    monkeypatch.setattr(host, "_EXEC_WAIT_SLICE_S", 600.0)  # one look, once it has ended
+    context = ExecContext(
+        'trap "exit 0" TERM; echo $$ > "$OUT/child"; sleep 30 & wait', {"OUT": str(tmp_path)}
+    )
+    answers: list[bool | Exception] = []
+
+    def enter() -> None:
+        try:
+            answers.append(context.enter(_delivery()))
+        except Exception as error:  # handed to the test, which checks what it was
+            answers.append(error)
+
+    thread = threading.Thread(target=enter, daemon=True)
+    thread.start()
+    _child_pid(tmp_path / "child")
+
+    context.interrupt()
+
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the command was not ended"
+    assert answers == [True]
+
+
+def test_a_command_is_given_the_grace_to_clean_up_after_the_term(tmp_path: Path) -> None:
+    context = ExecContext(
+        "trap 'echo cleaned up > \"$OUT/cleanup\"; exit 1' TERM; sleep 30 & wait",
+        {"OUT": str(tmp_path)},
+        timeout_s=0.3,
+    )
+    with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
+        context.enter(_delivery())
+    assert (tmp_path / "cleanup").read_text() == "cleaned up\n"
+
+
+class ScriptedClock:
+    """ExecContext's monotonic clock: each look at it sees the next of ``readings``, and
+    the last one from then on; time does not move unless the script says so."""
+
+    def __init__(self, *readings: float) -> None:
+        self.readings = list(readings)
+
+    def monotonic(self) -> float:
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+def _exec_clock(monkeypatch: pytest.MonkeyPatch, clock: ScriptedClock) -> None:
+    fake_time = type("FakeTime", (), {"monotonic": clock.monotonic, "sleep": time.sleep})
+    monkeypatch.setattr(host, "time", fake_time)
+
+
+def test_a_command_is_ended_when_its_time_is_up_to_the_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Started at 0 with 5 s to run, the first look after it started sees 5 s: its time
+    is up (a command that ran on would end by itself, and count as taken)."""
+    _exec_clock(monkeypatch, ScriptedClock(0.0, 5.0))
+    with pytest.raises(host.EntryFailed) as failed:
+        ExecContext("sleep 3", {}, timeout_s=5.0).enter(_delivery())
+    assert str(failed.value) == "timed out after 5 s"
+
+
+def test_what_ignores_the_term_is_killed_when_the_grace_is_up_to_the_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timed out at 5 s, TERM ignored: the look at the clock that sees the grace over
+    kills the group, before the command could finish what it was doing."""
+    grace_over = 5.0 + host.EXEC_KILL_GRACE_S
+    _exec_clock(monkeypatch, ScriptedClock(0.0, 5.0, 5.0, grace_over))
+    context = ExecContext(
+        'trap "" TERM; sleep 3; echo finished > "$OUT/finished"',
+        {"OUT": str(tmp_path)},
+        timeout_s=5.0,
+    )
+    with pytest.raises(host.EntryFailed, match="timed out after 5 s"):
+        context.enter(_delivery())
+    assert not (tmp_path / "finished").exists()
 
 
 def test_a_stop_while_a_command_runs_leaves_its_letter_queued_and_uncounted(
@@ -1672,6 +2123,27 @@ def test_a_stream_context_writes_one_json_line_per_message() -> None:
     assert entry["body"] == "line one\nline two"
     assert entry["from"]["name"] == "planner"
     assert entry["text"] == delivery.text
+
+
+def test_the_transcript_and_the_stream_keep_text_as_utf8_readable_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """A person or a grep reading the lines sees "Zoë" and "café", not JSON's \\u
+    escapes: the lines are UTF-8, as the letters are."""
+    message = new_message(Sender("process", "Zoë"), "café au lait", NOW)
+    delivery = Delivery(message, format.frame(message), True)
+    stream = io.StringIO()
+    assert StreamContext(stream).enter(delivery)
+    path = tmp_path / "t.jsonl"
+    transcript = TranscriptContext(path)
+    try:
+        assert transcript.enter(delivery)
+    finally:
+        transcript.close()
+
+    for line in (stream.getvalue(), path.read_bytes().decode("utf-8")):
+        assert "Zoë" in line and "café au lait" in line and "\\u" not in line
+        assert json.loads(line)["body"] == "café au lait"
 
 
 def test_a_closed_stream_does_not_take_the_message() -> None:

@@ -4,6 +4,7 @@ that is not a message goes is tests/test_quarantine.py."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import files, mailbox
+from pipost import files, mailbox, refusals
 from pipost.message import Message, Rejected, encode, parse
 from tests.helpers import (
     NOW,
@@ -30,6 +31,7 @@ from tests.helpers import (
     tree_snapshot,
     write_record,
 )
+from tests.invariants.fsmodel import Recorder, every_cut
 
 ADDRESS = "s-0123456789ab"
 
@@ -69,13 +71,27 @@ def test_deposit_writes_one_0600_letter_in_a_0700_folder(root: Path) -> None:
     assert parse(path.read_bytes(), path.name) == message
 
 
+def test_a_deposit_not_told_otherwise_survives_power_loss_at_any_point(tmp_path: Path) -> None:
+    """A send deposits with the default: the letter and its name are flushed (INV-04)."""
+    recorder = Recorder(tmp_path)
+    message = make_message()
+    with recorder.install(), files.make_root(tmp_path / "post") as top:
+        letter = mailbox.deposit(top, ADDRESS, message)
+    recorder.returned(message.id, letter, encode(message))
+    assert [verdict for _, verdict in every_cut(tmp_path, recorder.ops) if not verdict.ok] == []
+
+
 def test_deposit_refuses_the_51st_letter_and_writes_nothing(root: Path) -> None:
     fill(root, mailbox.CAP)
     before = tree_snapshot(root)
     with pytest.raises(mailbox.MailboxFull) as full:
         deposit(root, ADDRESS, make_message(NOW + 1000))
-    assert ADDRESS in str(full.value)
-    assert f"the cap is {mailbox.CAP}" in str(full.value)
+    assert (full.value.address, full.value.queued) == (ADDRESS, mailbox.CAP)
+    assert full.value.refusal == refusals.MailboxFull(ADDRESS, mailbox.CAP, mailbox.CAP)
+    assert str(full.value) == (
+        f"mailbox {ADDRESS} is full ({mailbox.CAP} queued; the cap is {mailbox.CAP}) — "
+        "the session is not reading its mail"
+    )
     assert tree_snapshot(root) == before
 
 
@@ -83,8 +99,13 @@ def test_deposit_never_replaces_a_letter_with_the_same_id(root: Path) -> None:
     message = make_message(body="first")
     deposit(root, ADDRESS, message)
     twin = Message(message.id, message.sender, message.sent_at, "second")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError) as clash:
         deposit(root, ADDRESS, twin)
+    assert (clash.value.errno, clash.value.strerror) == (
+        errno.EEXIST,
+        "a letter with this id exists",
+    )
+    assert clash.value.filename == str(inbox(root) / message.file_name)
     assert [letter.content for letter in peek(root, ADDRESS)] == [message]
     assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
 
@@ -114,10 +135,30 @@ def test_a_deposit_the_file_system_refuses_names_the_mailbox_not_the_temporary(
     with pytest.raises(mailbox.DepositFailed) as failed:
         deposit(root, ADDRESS, make_message(NOW))
     assert failed.value.filename == str(inbox(root))
+    assert (failed.value.errno, failed.value.strerror) == (13, "Permission denied")
+    assert failed.value.address == ADDRESS
     assert str(failed.value) == (
         f"cannot write to mailbox {ADDRESS} ({inbox(root)}): Permission denied"
     )
     assert os.listdir(inbox(root)) == []
+
+
+def test_a_refused_deposit_without_a_system_reason_says_the_error_itself(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError raised with a message only (no errno, no strerror) still says why."""
+
+    def write_refused(folder: files.Folder, name: str, data: bytes, **kw: bool) -> None:
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(files.Folder, "write_new", write_refused)
+    with pytest.raises(mailbox.DepositFailed) as failed:
+        deposit(root, ADDRESS, make_message(NOW))
+    assert failed.value.strerror == "the disk went away"
+    assert failed.value.refusal.reason == "the disk went away"
+    assert str(failed.value) == (
+        f"cannot write to mailbox {ADDRESS} ({inbox(root)}): the disk went away"
+    )
 
 
 def test_a_mailbox_that_keeps_vanishing_refuses_the_deposit_and_writes_nothing(
@@ -132,6 +173,7 @@ def test_a_mailbox_that_keeps_vanishing_refuses_the_deposit_and_writes_nothing(
     assert str(failed.value) == (
         f"cannot write to mailbox {ADDRESS} ({inbox(root)}): mailbox folder kept vanishing"
     )
+    assert failed.value.errno == errno.EAGAIN
     assert vanishing.asked == 3
     assert os.listdir(inbox(root)) == []
 
@@ -205,6 +247,25 @@ def test_peek_reports_a_malformed_letter_without_moving_it(root: Path) -> None:
     assert tree_snapshot(root) == before
 
 
+def test_a_letter_whose_id_is_not_its_file_name_is_no_message_to_peek_nor_to_a_receiver(
+    root: Path,
+) -> None:
+    """peek shows what the receiver will do with it: set it aside (INV-10, INV-16)."""
+    message = make_message()
+    (root / "inbox").mkdir(parents=True)
+    inbox(root).mkdir()
+    misfiled = "0000000000001-00000000.json"
+    (inbox(root) / misfiled).write_bytes(encode(message))
+    mismatch = Rejected("id_mismatch", "id does not match the file name")
+    assert [(letter.name, letter.content) for letter in peek(root, ADDRESS)] == [
+        (misfiled, mismatch)
+    ]
+    claims = list(mailbox.claims(root, ADDRESS))
+    assert [(claim.name, claim.content) for claim in claims] == [(misfiled, mismatch)]
+    for claim in claims:
+        claim.release()
+
+
 # -- claims -----------------------------------------------------------------------------
 
 
@@ -241,6 +302,57 @@ def test_release_leaves_the_letter_queued_for_the_next_claim(root: Path) -> None
     assert second is not None
     assert second.content == message
     second.release()
+
+
+@pytest.mark.parametrize("fails", ["unlink", "flush"])
+def test_a_receipt_the_disk_refuses_keeps_the_claim_until_a_retry_disposes_it(
+    root: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """dispose_or_hold: False keeps the letter locked (no other receiver takes it);
+    the retry, once the disk lets it, disposes it and says True (INV-05, INV-06). A
+    refused flush comes after the unlink went through: the retry only flushes."""
+    (message,) = fill(root, 1)
+    claim = claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None
+    real = getattr(files.Folder, fails)
+
+    def refused_once(folder: files.Folder, *args: str) -> None:
+        monkeypatch.setattr(files.Folder, fails, real)  # refused this once only
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(files.Folder, fails, refused_once)
+    assert claim.dispose_or_hold() is False
+    assert claim_named(root, ADDRESS, message.file_name) is None
+    assert claim.dispose_or_hold() is True
+    assert mailbox.letter_names(root, ADDRESS) == []
+    assert not Path(claim.path).exists()
+
+
+def test_a_claim_is_still_held_until_another_receiver_takes_or_replaces_its_letter(
+    root: Path, tmp_path: Path
+) -> None:
+    """A pi-post 0.7 receiver takes no lock: it may unlink a claimed letter, or a
+    letter of the same name may be put back. A claim on a name only (a symlink) has
+    nothing else to lose."""
+    taken, replaced, moved = fill(root, 3)
+    names = (taken.file_name, replaced.file_name, moved.file_name)
+    claims = {name: claim_named(root, ADDRESS, name) for name in names}
+    assert all(claim is not None and claim.still_held() for claim in claims.values())
+    os.unlink(inbox(root) / taken.file_name)
+    os.unlink(inbox(root) / replaced.file_name)
+    (inbox(root) / replaced.file_name).write_bytes(encode(replaced))
+    os.rename(inbox(root) / moved.file_name, tmp_path / "moved away.json")  # still linked
+    (inbox(root) / moved.file_name).write_bytes(encode(moved))
+    assert [claim.still_held() for claim in claims.values() if claim is not None] == [False] * 3
+    for claim in claims.values():
+        assert claim is not None
+        claim.release()
+    link = "0000000000001-0000000a.json"
+    (inbox(root) / link).symlink_to(tmp_path / "elsewhere.json")
+    by_name = claim_named(root, ADDRESS, link)
+    assert by_name is not None and isinstance(by_name.content, Rejected)
+    assert by_name.still_held()
+    by_name.release()
 
 
 def test_a_letter_taken_while_peek_reads_the_mailbox_is_not_shown(

@@ -67,11 +67,33 @@ def id_like(draw: st.DrawFn) -> str:
 @example("1796078509367-deed10fg")
 @example("1796078509367-DEED10F1")
 @example("179607850936-deed10f1")
+@example("1796078509367-Xeed10f1")  # the nonce's first character
 @example("1796078509367-deed10f12")
 @example("1796078509367-deed10f1\n")
 @example("\u0661796078509367-deed10f1")  # an Arabic-Indic digit one
 def test_is_message_id_agrees_with_the_regex(text: str) -> None:
     assert is_message_id(text) == (WELL_FORMED_ID.fullmatch(text) is not None)
+
+
+def test_an_id_is_its_time_in_13_digits_and_the_nonce_given_or_8_random_hex() -> None:
+    assert message_module.make_id(5, "0badcafe") == "0000000000005-0badcafe"
+    sender = Sender("process", "cron")
+    assert new_message(sender, "hi", 1796078534364, nonce="0badcafe").id == (
+        "1796078534364-0badcafe"
+    )
+    drawn = {message_module.make_id(1796078534364) for _ in range(4)}
+    assert len(drawn) == 4
+    assert all(is_message_id(made) and made.startswith("1796078534364-") for made in drawn)
+
+
+def test_a_restamped_copy_carries_its_new_time_in_id_and_sent_at_and_still_parses() -> None:
+    """One copy per target, each under a fresh id of its own time (INV-07)."""
+    checked = new_message(Sender("process", "cron"), "hi", 1796078534364, nonce="0badcafe")
+    copy = message_module.restamped(checked, 1796078534999)
+    assert copy.sent_at == 1796078534999
+    assert copy.id.startswith("1796078534999-") and copy.id != checked.id
+    assert (copy.sender, copy.body, copy.reply_to) == (checked.sender, checked.body, None)
+    assert parse(encode(copy), copy.file_name) == copy
 
 
 def test_there_are_interop_messages() -> None:
@@ -184,6 +206,8 @@ def test_a_body_one_byte_over_the_cap_is_refused_with_size_and_cap(body: str) ->
     with pytest.raises(BodyError) as refusal:
         check_body(body)
     assert refusal.value.refusal == BodyTooLarge(BODY_CAP + 1, BODY_CAP)
+    # Uncaught (a caller of the library that does not handle it), it still says why.
+    assert str(refusal.value) == f"BodyTooLarge(size={BODY_CAP + 1}, cap={BODY_CAP})"
     with pytest.raises(BodyError):
         process_message(body)
 

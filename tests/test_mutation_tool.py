@@ -58,6 +58,18 @@ def test_a_mutant_whose_change_is_not_its_accounts_is_unaccounted_and_the_accoun
     assert mutation.report(judged) == 1
 
 
+def test_an_account_of_a_mutant_mutmut_has_not_judged_yet_waits_and_is_not_stale() -> None:
+    judged = mutation.judge(
+        {MUTANT: "not judged (None)"}, {MUTANT: CHANGE}, [account()], ["policy"]
+    )
+    assert (judged.accounted, judged.stale) == ({}, [])
+
+
+def test_an_account_of_a_mutant_mutmut_killed_is_stale() -> None:
+    judged = mutation.judge({MUTANT: "killed"}, {MUTANT: CHANGE}, [account()], ["policy"])
+    assert judged.stale == [account()]
+
+
 def test_accounts_of_modules_not_judged_are_neither_used_nor_stale() -> None:
     judged = mutation.judge({}, {}, [account()], ["address"])
     assert (judged.accounted, judged.unaccounted, judged.stale) == ({}, [], [])
@@ -68,15 +80,18 @@ def test_a_mutant_mutmut_could_not_judge_fails_the_run() -> None:
     assert mutation.report(judged) == 1
 
 
-def test_the_score_leaves_equivalent_mutants_out_and_counts_uncovered_ones_as_not_killed() -> None:
-    names = [f"pipost.policy.x_verdict__mutmut_{n}" for n in range(1, 6)]
-    status = dict(zip(names, ["killed", "killed", "killed", "lived", "lived"], strict=True))
+def test_the_score_leaves_out_equivalent_and_waiting_mutants_and_counts_uncovered_as_lived() -> (
+    None
+):
+    names = [f"pipost.policy.x_verdict__mutmut_{n}" for n in range(1, 7)]
+    fates = ["killed", "killed", "killed", "lived", "lived", "not judged (None)"]
+    status = dict(zip(names, fates, strict=True))
     equivalent = account("equivalent", "-a\n+b")
     uncovered = account("uncovered", "-c\n+d")
     changes = {names[3]: "-a\n+b", names[4]: "-c\n+d"}
     judged = mutation.judge(status, changes, [equivalent, uncovered], ["policy"])
     _, policy, everything = mutation.table(judged, ["policy"])
-    assert policy.split() == ["policy", "5", "3", "1", "1", "0", "75.0", "%"]
+    assert policy.split() == ["policy", "6", "1", "3", "1", "1", "0", "75.0", "%"]
     assert everything.split()[1:] == policy.split()[1:]
 
 

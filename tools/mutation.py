@@ -122,7 +122,8 @@ def judge(
     modules: Iterable[str],
 ) -> Judgement:
     """Match the mutants that lived (their changes in ``changes``) with the accounts of
-    the modules judged; an account that matches none of them is stale."""
+    the modules judged; an account that matches none of them is stale, unless it
+    matches a mutant mutmut has not judged yet (its change in ``changes`` too)."""
     by_key = {(a.function, a.change): a for a in accounts if a.function.split(".")[1] in modules}
     accounted: dict[str, Account] = {}
     unaccounted = []
@@ -135,7 +136,12 @@ def judge(
         else:
             accounted[mutant] = account
     used = set(accounted.values())
-    stale = [a for a in by_key.values() if a not in used]
+    waiting = {
+        (function_of(mutant), changes[mutant])
+        for mutant, fate in status.items()
+        if fate not in (KILLED, LIVED) and mutant in changes
+    }
+    stale = [a for key, a in by_key.items() if a not in used and key not in waiting]
     return Judgement(dict(status), dict(changes), accounted, unaccounted, stale)
 
 
@@ -152,9 +158,10 @@ def every_account() -> list[Account]:
 
 
 def table(judgement: Judgement, modules: Iterable[str]) -> list[str]:
-    """The score per module and in all: killed of the mutants not equivalent."""
+    """The score per module and in all: killed of the mutants judged and not equivalent
+    (``waiting``: not judged yet)."""
     lines = [
-        f"{'module':<14}{'mutants':>8}{'killed':>8}{'equiv.':>8}{'uncov.':>8}"
+        f"{'module':<14}{'mutants':>8}{'waiting':>8}{'killed':>8}{'equiv.':>8}{'uncov.':>8}"
         f"{'unacc.':>8}{'score':>9}"
     ]
     everything: Counter[str] = Counter()
@@ -165,11 +172,12 @@ def table(judgement: Judgement, modules: Iterable[str]) -> list[str]:
             counted = _counts(judgement, module)
             everything += counted
             name = module
-        judged = counted["mutants"] - counted["equivalent"]
+        judged = counted["mutants"] - counted["waiting"] - counted["equivalent"]
         score = f"{100 * counted['killed'] / judged:.1f} %" if judged else "-"
         lines.append(
-            f"{name:<14}{counted['mutants']:>8}{counted['killed']:>8}{counted['equivalent']:>8}"
-            f"{counted['uncovered']:>8}{counted['unaccounted']:>8}{score:>9}"
+            f"{name:<14}{counted['mutants']:>8}{counted['waiting']:>8}{counted['killed']:>8}"
+            f"{counted['equivalent']:>8}{counted['uncovered']:>8}{counted['unaccounted']:>8}"
+            f"{score:>9}"
         )
     return lines
 
@@ -186,6 +194,8 @@ def _counts(judgement: Judgement, module: str) -> Counter[str]:
             counted[judgement.accounted[mutant].verdict] += 1
         elif fate == LIVED:
             counted["unaccounted"] += 1
+        else:
+            counted["waiting"] += 1
     return counted
 
 
@@ -227,22 +237,24 @@ def tests_digest() -> str:
 
 
 def run(modules: list[str], chosen: bool) -> bool:
-    """New and changed mutants first (every mutant of chosen modules when one of them
-    is not judged yet); then, again, each mutant that lived against other tests than
-    today's. False if mutmut did not finish."""
+    """New and changed mutants first (of chosen modules: those not judged yet, by
+    name, as mutmut judges again every mutant it is given by name); then, again, each
+    mutant that lived against other tests than today's. False if mutmut did not
+    finish."""
     before = mutmut_verdicts(modules)
+    first: list[str] | None
     if not chosen:
-        first: list[str] | None = []
-    elif not before or None in before.values():
+        first = []  # mutmut alone: the mutants of new and changed functions
+    elif not before:
         first = [f"pipost.{module}.*" for module in modules]
     else:
-        first = None
+        first = sorted(m for m, code in before.items() if code is None) or None
     if first is not None and run_mutmut(first) != 0:
         return False
     digest = tests_digest()
     against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
     if first is not None:  # what mutmut judged just now was judged against today's tests
-        against |= {m: digest for m in mutmut_verdicts(modules) if first or before.get(m) is None}
+        against |= {m: digest for m in mutmut_verdicts(modules) if before.get(m) is None}
     lived = [
         m for m, code in mutmut_verdicts(modules).items() if STATUS_BY_EXIT_CODE.get(code) == LIVED
     ]
@@ -297,7 +309,10 @@ def main(argv: list[str]) -> int:
     status = {m: STATUS_BY_EXIT_CODE.get(c, f"not judged ({c})") for m, c in codes.items()}
     lived = [m for m, fate in status.items() if fate == LIVED]
     accounts = every_account()
-    judgement = judge(status, changes_of(lived), accounts, modules)
+    named = {account.function for account in accounts}
+    waiting = [m for m, fate in status.items() if fate not in (KILLED, LIVED)]
+    waiting = [m for m in waiting if function_of(m) in named]
+    judgement = judge(status, changes_of([*lived, *waiting]), accounts, modules)
     present = sorted({module_of(mutant) for mutant in codes})
     if arguments.draft:
         print("\n\n".join(draft(judgement.unaccounted, judgement.changes)))
@@ -322,10 +337,14 @@ def draft(mutants: Iterable[str], changes: Mapping[str, str]) -> list[str]:
 
 def report(judgement: Judgement) -> int:
     unjudged = {m: s for m, s in judgement.status.items() if s not in (KILLED, LIVED)}
+    waiting = [m for m, fate in unjudged.items() if fate == f"not judged ({None})"]
+    if waiting:
+        print(f"{len(waiting)} mutants not judged yet: a run stopped before it judged them")
     for mutant, fate in unjudged.items():
-        print(f"not judged: {mutant}: {fate}")
+        if mutant not in waiting:
+            print(f"not judged: {mutant}: {fate}")
     for account in judgement.stale:
-        print(f"stale account (no mutant that lived has this change): {account.function}")
+        print(f"stale account (no mutant that lives or waits has this change): {account.function}")
         print("    " + account.change.replace("\n", "\n    "))
     if judgement.unaccounted:
         print(f"\n{len(judgement.unaccounted)} mutants lived with no account in tools/survivors/")
