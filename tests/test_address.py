@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pipost.address import (
     HandleKind,
     address_of,
+    checked,
     classify_handle,
     default_name,
     expand_path,
@@ -80,6 +81,7 @@ def test_is_address_agrees_with_the_regex(text: str) -> None:
         "S-0123456789ab",
         "s-0123456789a",
         "s-0123456789abc",
+        "s-g123456789ab",  # the first of the twelve is checked too
         "../../x",
         "s-../../../etc",
         "",
@@ -139,6 +141,21 @@ def test_a_session_id_prefix_is_what_the_regex_says(handle: str) -> None:
 
 def test_default_name_is_cwd_basename_and_address_characters_3_to_6() -> None:
     assert default_name("/home/dev/cache-fix", "s-d51010b8f7a1") == "cache-fix-d510"
+
+
+@pytest.mark.parametrize(
+    ("cwd", "name"),
+    [("/", "root-d510"), ("//", "root-d510"), ("/srv/BOX", "BOX-d510"), ("/srv/X/", "X-d510")],
+)
+def test_default_name_of_the_root_is_root_and_only_slashes_are_trimmed(cwd: str, name: str) -> None:
+    assert default_name(cwd, "s-d51010b8f7a1") == name
+
+
+def test_an_address_is_checked_before_it_names_a_file_and_a_refusal_shows_the_text() -> None:
+    assert checked("s-d51010b8f7a1") == "s-d51010b8f7a1"
+    with pytest.raises(ValueError) as refused:
+        checked("s-../../etc")
+    assert str(refused.value) == "not an address: 's-../../etc'"
 
 
 def test_default_name_ignores_a_trailing_slash() -> None:

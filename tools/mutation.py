@@ -50,10 +50,11 @@ WORKERS = 2
 
 KILLED, LIVED = "killed", "lived"
 STATUS_BY_EXIT_CODE: dict[int | None, str] = {1: KILLED, 3: KILLED, 0: LIVED, 5: LIVED, 33: LIVED}
-STATUS_BY_EXIT_CODE |= dict.fromkeys((36, 24, -24, 152, 255, -9), KILLED)
+STATUS_BY_EXIT_CODE |= dict.fromkeys((36, 24, -24, 152, 255, -9, -11, -1), KILLED)
 """mutmut's exit codes for a mutant (mutmut.stats): a failing test, a time-out (the
-tests' CPU budget ran out) and a kill after it are a kill; a pass, and no test, let
-the mutant live; anything else is a mutant not judged."""
+tests' CPU budget ran out), a kill after it, and the tests' process dying of a signal
+the mutant brought about (a crash in ctypes, a hang-up it sent) are a kill; a pass,
+and no test, let the mutant live; anything else is a mutant not judged."""
 VERDICTS = ("equivalent", "uncovered")
 
 
