@@ -1220,41 +1220,14 @@ def test_standard_input_past_the_cap_is_refused_without_reading_it_all(
     assert tree_snapshot(root) == before
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [["list"], ["peek", "TARGET"], ["resolve", "TARGET"], ["help"], ["frobnicate"]],
-)
-def test_a_closed_standard_output_ends_the_command_silently_as_coreutils_do(
-    tmp_path: Path, target: Record, argv: list[str]
-) -> None:
-    """``pi-post list | head -1``: the reader is gone before the first line here, so
-    the first write meets the closed pipe every time."""
+def run_into_a_closed_pipe(command: list[str], root: Path) -> subprocess.CompletedProcess[bytes]:
+    """``command`` with its standard output on a pipe whose reader is gone before it
+    starts, so its first write meets the closed pipe every time."""
     reader, writer = os.pipe()
     os.close(reader)
     try:
-        args = [target.address if arg == "TARGET" else arg for arg in argv]
-        done = subprocess.run(
-            pi_post(*args),
-            stdout=writer,
-            stderr=subprocess.PIPE,
-            env=process_env(tmp_path / "post"),
-            timeout=PROCESS_TIMEOUT_S,
-            check=False,
-        )
-    finally:
-        os.close(writer)
-    assert (done.returncode, done.stderr) == (-signal.SIGPIPE, b"")
-
-
-def test_a_send_whose_receipt_meets_a_closed_pipe_still_sends(
-    tmp_path: Path, target: Record
-) -> None:
-    root = tmp_path / "post"
-    reader, writer = os.pipe()
-    os.close(reader)
-    try:
-        done = subprocess.run(
-            pi_post("send", "--to", target.address, "--body", "x"),
+        return subprocess.run(
+            command,
             stdout=writer,
             stderr=subprocess.PIPE,
             env=process_env(root),
@@ -1263,6 +1236,26 @@ def test_a_send_whose_receipt_meets_a_closed_pipe_still_sends(
         )
     finally:
         os.close(writer)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["list"], ["peek", "TARGET"], ["resolve", "TARGET"], ["help"], ["frobnicate"]],
+)
+def test_a_closed_standard_output_ends_the_command_silently_as_coreutils_do(
+    tmp_path: Path, target: Record, argv: list[str]
+) -> None:
+    """``pi-post list | head -1``, with the reader gone before the first line."""
+    args = [target.address if arg == "TARGET" else arg for arg in argv]
+    done = run_into_a_closed_pipe(pi_post(*args), tmp_path / "post")
+    assert (done.returncode, done.stderr) == (-signal.SIGPIPE, b"")
+
+
+def test_a_send_whose_receipt_meets_a_closed_pipe_still_sends(
+    tmp_path: Path, target: Record
+) -> None:
+    root = tmp_path / "post"
+    done = run_into_a_closed_pipe(pi_post("send", "--to", target.address, "--body", "x"), root)
     assert (done.returncode, done.stderr) == (-signal.SIGPIPE, b"")
     assert mailbox.count(root, target.address) == 1
 
@@ -1299,19 +1292,7 @@ def test_a_closed_standard_output_with_sigpipe_blocked_ends_with_the_status_a_sh
     tmp_path: Path, target: Record, argv: list[str]
 ) -> None:
     """The signal cannot end the command: it exits 141 itself, still without a word."""
-    reader, writer = os.pipe()
-    os.close(reader)
-    try:
-        done = subprocess.run(
-            block_sigpipe_then(pi_post(*argv)),
-            stdout=writer,
-            stderr=subprocess.PIPE,
-            env=process_env(tmp_path / "post"),
-            timeout=PROCESS_TIMEOUT_S,
-            check=False,
-        )
-    finally:
-        os.close(writer)
+    done = run_into_a_closed_pipe(block_sigpipe_then(pi_post(*argv)), tmp_path / "post")
     assert (done.returncode, done.stderr) == (128 + signal.SIGPIPE, b"")
 
 
