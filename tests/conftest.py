@@ -18,7 +18,8 @@ from pipost_conformance.machines.conftest import pytest_configure as pytest_conf
 
 # The gate's verdicts are the same from run to run (and for mutation testing, from
 # mutant to mutant): each test draws the examples its own hash seeds, and nothing is
-# replayed from an earlier run's database. The thorough profile keeps exploring.
+# replayed from an earlier run's database. The thorough profile keeps exploring, even
+# where Hypothesis, seeing a CI variable, would make its default profile derandomized.
 settings.register_profile(
     "gate",
     max_examples=50,
@@ -31,6 +32,7 @@ settings.register_profile(
     "thorough",
     max_examples=1000,
     deadline=None,
+    derandomize=False,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "gate"))
 
