@@ -8,6 +8,7 @@ import fcntl
 import os
 import stat
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -450,6 +451,31 @@ def test_a_group_writable_mailbox_folder_is_refused_when_opened(tmp_path: Path) 
     folder.chmod(0o770)
     with pytest.raises(files.UnsafePath):
         files.walk(tmp_path, "inbox")
+
+
+WHY_UNWRITABLE_WITH_ANOTHER_EFFECTIVE_UID = """
+import os, sys
+from pipost import files
+folder = files.open_root(sys.argv[1])
+os.setresuid(0, int(sys.argv[2]), 0)
+print(folder.why_unwritable())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root sets a real uid apart from the effective")
+def test_a_folder_is_judged_writable_by_the_effective_uid_not_the_real_one(tmp_path: Path) -> None:
+    """What a process may unlink is decided by its effective uid: one whose real uid is
+    root but whose effective uid is not is told its folder is read-only for it."""
+    nobody = 65534
+    asked = [sys.executable, "-c", WHY_UNWRITABLE_WITH_ANOTHER_EFFECTIVE_UID, str(tmp_path)]
+    said = subprocess.run(
+        [*asked, str(nobody)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert said.startswith(f"read-only for uid {nobody}")
 
 
 def test_a_read_takes_one_call_for_a_file_smaller_than_a_chunk(
