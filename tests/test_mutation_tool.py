@@ -6,6 +6,7 @@ score leaves the equivalent mutants out. And the reviewed accounts read."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,32 @@ def test_a_draft_reads_back_as_the_account_of_its_mutant_once_filled_in(change: 
     accounts = mutation.read_accounts(filled)
     judged = mutation.judge({MUTANT: "lived"}, {MUTANT: change}, accounts, ["policy"])
     assert judged.accounted == {MUTANT: account(change=change)}
+
+
+INTERRUPTIBLE = """
+import sys, time
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    open(sys.argv[1], "w").write("interrupted as by Ctrl-C")
+"""
+
+
+def test_a_run_past_its_deadline_is_interrupted_as_by_ctrl_c_and_said_stopped(
+    tmp_path: Path,
+) -> None:
+    """mutmut keeps its verdicts when interrupted (its workers are stopped, their
+    mutants stay not judged): --minutes lets a run that cannot end in time go on later."""
+    said = tmp_path / "said"
+    command = [sys.executable, "-c", INTERRUPTIBLE, str(said)]
+    assert mutation.run_until(command, time.monotonic() + 1) == mutation.STOPPED
+    assert said.read_text() == "interrupted as by Ctrl-C"
+
+
+@pytest.mark.parametrize(("code", "outcome"), [(0, mutation.FINISHED), (2, mutation.FAILED)])
+def test_a_run_that_ends_before_its_deadline_finished_or_failed_by_its_exit_code(
+    code: int, outcome: str
+) -> None:
+    command = [sys.executable, "-c", f"raise SystemExit({code})"]
+    assert mutation.run_until(command, time.monotonic() + 60) == outcome
+    assert mutation.run_until(command, None) == outcome

@@ -27,8 +27,10 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -212,9 +214,10 @@ def environment() -> dict[str, str]:
     return kept | {"PYTHONPATH": os.pathsep.join(path), "HYPOTHESIS_PROFILE": "gate"}
 
 
-def run_mutmut(names: list[str]) -> int:
+def run_mutmut(names: list[str], deadline: float | None) -> str:
     """mutmut run: with no names, the mutants of new or changed functions; with names
-    (globs allowed), those mutants, whatever their verdicts."""
+    (globs allowed), those mutants, whatever their verdicts. FINISHED, FAILED, or
+    STOPPED at the deadline (time.monotonic()), what it judged till then kept."""
     mutmut = Path(sys.executable).with_name("mutmut")
     command = [str(mutmut), "run", "--max-children", str(WORKERS), *names]
     # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is
@@ -222,7 +225,24 @@ def run_mutmut(names: list[str]) -> int:
     (MUTANTS / "src").mkdir(parents=True, exist_ok=True)
     CHILD_STATS.mkdir(exist_ok=True)
     CHILD_STATS.chmod(0o1777)  # some tests run their child as another user
-    return subprocess.run(command, cwd=REPOSITORY, env=environment(), check=False).returncode
+    return run_until(command, deadline)
+
+
+FINISHED, FAILED, STOPPED = "finished", "failed", "stopped"
+
+
+def run_until(command: list[str], deadline: float | None) -> str:
+    """Run ``command`` from the repository; at the deadline, interrupt it as Ctrl-C
+    would. mutmut then stops its workers and keeps every verdict it has recorded: the
+    mutants it was testing stay not judged (never killed by the stop)."""
+    process = subprocess.Popen(command, cwd=REPOSITORY, env=environment())
+    try:
+        code = process.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        process.wait()
+        return STOPPED
+    return FINISHED if code == 0 else FAILED
 
 
 def tests_digest() -> str:
@@ -237,11 +257,11 @@ def tests_digest() -> str:
     return digest.hexdigest()
 
 
-def run(modules: list[str], chosen: bool) -> bool:
+def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     """New and changed mutants first (of chosen modules: those not judged yet, by
     name, as mutmut judges again every mutant it is given by name); then, again, each
-    mutant that lived against other tests than today's. False if mutmut did not
-    finish."""
+    mutant that lived against other tests than today's. What mutmut judged for the
+    first time is noted as judged against today's tests, even in a stopped run."""
     before = mutmut_verdicts(modules)
     first: list[str] | None
     if not chosen:
@@ -250,20 +270,24 @@ def run(modules: list[str], chosen: bool) -> bool:
         first = [f"pipost.{module}.*" for module in modules]
     else:
         first = sorted(m for m, code in before.items() if code is None) or None
-    if first is not None and run_mutmut(first) != 0:
-        return False
     digest = tests_digest()
     against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
-    if first is not None:  # what mutmut judged just now was judged against today's tests
-        against |= {m: digest for m in mutmut_verdicts(modules) if before.get(m) is None}
-    lived = [
-        m for m, code in mutmut_verdicts(modules).items() if STATUS_BY_EXIT_CODE.get(code) == LIVED
-    ]
-    again = sorted(m for m in lived if against.get(m) != digest)
-    if again and run_mutmut(again) != 0:
-        return False
-    JUDGED_AGAINST.write_text(json.dumps(against | dict.fromkeys(again, digest), indent=1), "utf-8")
-    return True
+    outcome = FINISHED
+    if first is not None:
+        outcome = run_mutmut(first, deadline)
+        newly_judged = {m for m, code in mutmut_verdicts(modules).items() if code is not None}
+        newly_judged -= {m for m, code in before.items() if code is not None}
+        against |= dict.fromkeys(newly_judged, digest)
+    if outcome == FINISHED:
+        verdicts = mutmut_verdicts(modules)
+        lived = [m for m, code in verdicts.items() if STATUS_BY_EXIT_CODE.get(code) == LIVED]
+        again = sorted(m for m in lived if against.get(m) != digest)
+        if again:
+            outcome = run_mutmut(again, deadline)
+        if outcome == FINISHED:  # after a stop, which of them mutmut reran cannot be told
+            against |= dict.fromkeys(again, digest)
+    JUDGED_AGAINST.write_text(json.dumps(against, indent=1), "utf-8")
+    return outcome
 
 
 def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
@@ -293,6 +317,11 @@ def main(argv: list[str]) -> int:
         "--report-only", action="store_true", help="judge mutmut's last verdicts, run nothing"
     )
     parser.add_argument(
+        "--minutes",
+        type=float,
+        help="stop mutmut after this long, keeping what it judged (a later run goes on)",
+    )
+    parser.add_argument(
         "--draft",
         action="store_true",
         help="print an account to fill in (verdict, reason) for each mutant without one",
@@ -303,9 +332,14 @@ def main(argv: list[str]) -> int:
     unknown = sorted(set(modules) - set(every))
     if unknown:
         parser.error(f"not a module of src/pipost: {' '.join(unknown)}")
-    if not arguments.report_only and not run(modules, chosen=bool(arguments.modules)):
-        print("pi-post mutation: mutmut did not finish", file=sys.stderr)
-        return 2
+    if not arguments.report_only:
+        deadline = None if arguments.minutes is None else time.monotonic() + 60 * arguments.minutes
+        outcome = run(modules, chosen=bool(arguments.modules), deadline=deadline)
+        if outcome == FAILED:
+            print("pi-post mutation: mutmut did not finish", file=sys.stderr)
+            return 2
+        if outcome == STOPPED:
+            print(f"pi-post mutation: stopped after {arguments.minutes:g} minutes (--minutes)")
     codes = mutmut_verdicts(modules)
     status = {m: STATUS_BY_EXIT_CODE.get(c, f"not judged ({c})") for m, c in codes.items()}
     lived = [m for m, fate in status.items() if fate == LIVED]
