@@ -32,10 +32,12 @@ if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUT
         os.chdir(started_in)
 
     # tools/mutation.py makes the folder writable by all: some tests run their child
-    # as another user. A child that cannot write loses its record, never its run.
+    # as another user, and one changes its effective uid halfway, so the record is
+    # writable by all too. A child that cannot write loses its record, never its run.
     record = REPOSITORY / "mutants" / "child-stats" / str(os.getpid())
     try:
         record.write_text(test_id + "\n", encoding="utf-8")  # the first line names the test
+        record.chmod(0o666)
     except OSError:
         pass
     else:
@@ -46,7 +48,10 @@ if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUT
             def add(self, name: str) -> None:
                 if name not in self:
                     super().add(name)
-                    with open(record, "a", encoding="utf-8") as file:
-                        file.write(name + "\n")
+                    try:
+                        with open(record, "a", encoding="utf-8") as file:
+                            file.write(name + "\n")
+                    except OSError:
+                        pass
 
         state()._stats = _Written()
