@@ -5,6 +5,8 @@ score leaves the equivalent mutants out. And the reviewed accounts read."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -163,3 +165,38 @@ def test_a_run_that_ends_before_its_deadline_finished_or_failed_by_its_exit_code
     command = [sys.executable, "-c", f"raise SystemExit({code})"]
     assert mutation.run_until(command, time.monotonic() + 60) == outcome
     assert mutation.run_until(command, None) == outcome
+
+
+A_TEST_THAT_TAKES_TWO_SECONDS = """
+import time
+
+import mutmut_children
+
+mutmut_children.HANG_GRACE_S = 0.5  # this test's unmutated time is not recorded: 0 s
+
+
+def test_two_seconds():
+    time.sleep(2)
+"""
+
+
+@pytest.mark.parametrize(
+    ("under_test", "code"), [("pipost.policy.x_verdict__mutmut_1", 1), ("", 0)]
+)
+def test_a_test_far_past_its_unmutated_time_fails_as_hung_against_a_mutant_only(
+    tmp_path: Path, under_test: str, code: int
+) -> None:
+    """A mutant that makes a loop spin is killed when its test overruns, not after
+    mutmut's time-out over all its tests; the unmutated runs are never cut short."""
+    (tmp_path / "test_slow.py").write_text(A_TEST_THAT_TAKES_TWO_SECONDS)
+    plugin = Path(mutation.__file__).parent / "under_mutmut"
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "mutmut_children", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path,
+        env=os.environ | {"PYTHONPATH": str(plugin), "MUTANT_UNDER_TEST": under_test},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == code, ran.stdout + ran.stderr
+    assert ("Hung: test_slow.py::test_two_seconds ran past" in ran.stdout) == bool(code)

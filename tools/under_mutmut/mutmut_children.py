@@ -6,16 +6,22 @@ only a pi-post command or a listener runs is tested by the tests that start them
 the features among them (test_features.py).
 
 Against a mutant, it runs the quickest tests first: mutmut stops at the first test
-that fails, and the first it would run may be a state machine of a minute. And it
-leaves out the tests of the kit's runner (NOT_AGAINST_A_MUTANT): they judge the
-runner's reports and run pipost only as the implementation the kit is run against,
-through the features and machines that run against the mutant directly; they are a
-sixth of the time the mutants' tests would take."""
+that fails, and the first it would run may be a state machine of a minute. A test
+that runs far past its unmutated time (HANG_FACTOR times, plus HANG_GRACE_S) fails as
+hung: mutmut's own time-out, over all of a mutant's tests, would hold a worker for
+many minutes for each mutant that makes a loop spin. And it leaves out the tests of
+the kit's runner (NOT_AGAINST_A_MUTANT): they judge the runner's reports and run
+pipost only as the implementation the kit is run against, through the features and
+machines that run against the mutant directly; they are a sixth of the time the
+mutants' tests would take."""
 
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -27,12 +33,24 @@ TEST = "PIPOST_MUTATION_TEST"
 """The test running, for the children it starts to name in their records."""
 
 
+HANG_FACTOR, HANG_GRACE_S = 6, 10.0
+
+
+class Hung(BaseException):
+    """A test against a mutant ran far past its unmutated time. Not an Exception, so
+    that no ``except Exception`` of the code under test swallows it."""
+
+
 def _recording() -> bool:
     return os.environ.get("MUTANT_UNDER_TEST") == "stats"
 
 
+def _against_a_mutant() -> bool:
+    return os.environ.get("MUTANT_UNDER_TEST", "") not in ("", "stats", "fail")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("MUTANT_UNDER_TEST", "") in ("", "stats", "fail"):
+    if not _against_a_mutant():
         return
     from mutmut.state import state
 
@@ -42,6 +60,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item not in left_out]
     duration = state().duration_by_test
     items.sort(key=lambda item: duration.get(item.nodeid, 0.0))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    if not _against_a_mutant():
+        return (yield)
+    from mutmut.state import state
+
+    limit = HANG_FACTOR * state().duration_by_test.get(item.nodeid, 0.0) + HANG_GRACE_S
+
+    def hung(signum: int, frame: FrameType | None) -> None:
+        raise Hung(f"{item.nodeid} ran past {limit:.0f} s against the mutant")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return (yield)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def pytest_runtest_logstart(nodeid: str) -> None:
