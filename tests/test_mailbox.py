@@ -110,6 +110,18 @@ def test_deposit_never_replaces_a_letter_with_the_same_id(root: Path) -> None:
     assert mailbox.letter_names(root, ADDRESS) == [message.file_name]
 
 
+def test_deposit_never_replaces_a_link_that_holds_the_letter_s_name(root: Path) -> None:
+    """Whatever stands at the letter's name, a link to nowhere too, is not replaced:
+    the deposit is refused as a clash and the link stays as it was."""
+    message = make_message()
+    deposit(root, ADDRESS, make_message(body="another"))  # makes the mailbox
+    link = inbox(root) / message.file_name
+    link.symlink_to("nowhere.json")
+    with pytest.raises(FileExistsError):
+        deposit(root, ADDRESS, message)
+    assert os.readlink(link) == "nowhere.json"
+
+
 def test_a_deposit_that_fails_to_rename_leaves_nothing_visible(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
