@@ -7,7 +7,6 @@ every time), and the descriptors a process has open."""
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import shutil
@@ -285,7 +284,7 @@ class VanishingFolders:
 
         def lock(held: files.FolderLock) -> files.Folder:
             self.asked += 1
-            raise files.Vanished(errno.ENOENT, "folder vanished", held.folder.path)
+            raise files.Vanished
 
         monkeypatch.setattr(files.FolderLock, "__enter__", lock)
 

@@ -405,7 +405,7 @@ class FolderLock:
         fcntl.flock(self.folder.fd, fcntl.LOCK_EX)
         if os.fstat(self.folder.fd).st_nlink == 0:
             fcntl.flock(self.folder.fd, fcntl.LOCK_UN)
-            raise Vanished(errno.ENOENT, "folder vanished", self.folder.path)
+            raise Vanished  # caught by every caller, which starts again: no text to give
         return self.folder
 
     def __exit__(
