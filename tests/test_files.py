@@ -480,10 +480,12 @@ def test_a_folder_is_judged_writable_by_the_effective_uid_not_the_real_one(tmp_p
     assert said.startswith(f"read-only for uid {nobody}")
 
 
+@pytest.mark.parametrize(("limit", "read"), [(1000, b"{}" * 100), (10, b"{}" * 5 + b"{")])
 def test_a_read_takes_one_call_for_a_file_smaller_than_a_chunk(
-    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int, read: bytes
 ) -> None:
-    """A record or a letter is read in one call, not one more to learn of the end."""
+    """A record or a letter is read in one call, not one more to learn of the end; an
+    oversize one too, once it has the byte past the limit that tells it is oversize."""
     (tmp_path / "record.json").write_bytes(b"{}" * 100)
     handle = here.open_file("record.json")
     assert handle is not None
@@ -496,10 +498,10 @@ def test_a_read_takes_one_call_for_a_file_smaller_than_a_chunk(
 
     monkeypatch.setattr(os, "read", counted)
     try:
-        assert handle.read(1000) == b"{}" * 100
+        assert handle.read(limit) == read
     finally:
         handle.close()
-    assert sizes == [1001]
+    assert sizes == [limit + 1]
 
 
 # -- what the system refuses is said as itself -------------------------------------------

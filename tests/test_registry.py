@@ -1115,6 +1115,14 @@ def test_a_record_is_rejected_with_a_code_its_facts_and_pipost_s_words(
     assert session.parse(raw) == expected
 
 
+def test_a_record_of_exactly_the_read_limit_is_read() -> None:
+    """The limit is the largest record read, not the first refused (SPEC's bound)."""
+    raw = _record_with()
+    padded = raw + b" " * (session.RECORD_READ_LIMIT - len(raw))
+    assert len(padded) == session.RECORD_READ_LIMIT
+    assert session.parse(padded) == make_record("rules", "/work", pid=5)
+
+
 @pytest.fixture
 def bumped(monkeypatch: pytest.MonkeyPatch) -> None:
     """The record version bumped to 2, as a later pipost would have it."""
