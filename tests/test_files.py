@@ -359,14 +359,24 @@ def test_read_bounded_of_a_missing_file_is_none(here: files.Folder) -> None:
 def test_read_bounded_refuses_a_symlink(here: files.Folder, tmp_path: Path, outside: Path) -> None:
     (outside / "secret").write_bytes(b"secret")
     (tmp_path / "record.json").symlink_to(outside / "secret")
-    with pytest.raises(files.UnsafePath):
+    with pytest.raises(files.UnsafePath) as refused:
         here.read_bounded("record.json", 100)
+    assert (refused.value.errno, refused.value.strerror, refused.value.filename) == (
+        errno.ELOOP,
+        "a symlink is never followed",
+        str(tmp_path / "record.json"),
+    )
 
 
 def test_read_bounded_refuses_a_folder(here: files.Folder, tmp_path: Path) -> None:
     (tmp_path / "record.json").mkdir()
-    with pytest.raises(files.UnsafePath):
+    with pytest.raises(files.UnsafePath) as refused:
         here.read_bounded("record.json", 100)
+    assert (refused.value.errno, refused.value.strerror, refused.value.filename) == (
+        errno.EINVAL,
+        "not a regular file",
+        str(tmp_path / "record.json"),
+    )
 
 
 def test_read_bounded_refuses_a_fifo_without_blocking(here: files.Folder, fifo: Path) -> None:
@@ -662,3 +672,55 @@ def test_an_open_file_closed_twice_closes_once(here: files.Folder, tmp_path: Pat
         os.fstat(reused)
     finally:
         os.close(reused)
+
+
+CLOSE_A_FILE_OPENED_AS_DESCRIPTOR_0 = """
+import errno, os, sys
+from pipost import files
+with files.open_root(sys.argv[1]) as folder:
+    os.close(0)  # as in a process started with its standard input closed
+    handle = folder.open_file("letter.json")
+    assert handle.fd == 0, handle.fd
+    handle.close()
+try:
+    os.fstat(0)
+except OSError as error:
+    print(errno.errorcode[error.errno])
+"""
+
+
+def test_a_file_that_got_descriptor_0_is_closed_too(tmp_path: Path) -> None:
+    """A process started without standard input gets descriptor 0 for the first file it
+    opens: closing that handle closes it (a claim's lock would be held on otherwise)."""
+    (tmp_path / "letter.json").write_bytes(b"{}")
+    said = subprocess.run(
+        [sys.executable, "-c", CLOSE_A_FILE_OPENED_AS_DESCRIPTOR_0, str(tmp_path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert said.stdout.strip() == "EBADF"
+
+
+def test_a_file_larger_than_a_chunk_is_read_with_no_read_that_only_says_it_ended(
+    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "letter.json").write_bytes(b"x" * 100_000)
+    handle = here.open_file("letter.json")
+    assert handle is not None
+    real_read = os.read
+    returned: list[int] = []
+
+    def counted(fd: int, size: int) -> bytes:
+        chunk = real_read(fd, size)
+        returned.append(len(chunk))
+        return chunk
+
+    monkeypatch.setattr(os, "read", counted)
+    try:
+        assert handle.read(200_000) == b"x" * 100_000
+    finally:
+        handle.close()
+    assert 0 not in returned
