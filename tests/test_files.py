@@ -405,8 +405,25 @@ def test_a_missing_root_is_no_error_for_readers(tmp_path: Path) -> None:
 def test_make_creates_the_root_and_its_missing_parents_private(tmp_path: Path) -> None:
     root = tmp_path / "home" / ".pi" / "agent" / "post"
     files.make(root, "inbox").close()
-    assert mode_of(root) == 0o700
-    assert mode_of(root / "inbox") == 0o700
+    made = [tmp_path / "home", tmp_path / "home" / ".pi", root.parent, root, root / "inbox"]
+    assert [mode_of(folder) for folder in made] == [0o700] * len(made)
+    assert mode_of(tmp_path) == 0o700  # as pytest made it: a parent that stood is left
+
+
+def test_a_root_in_a_folder_its_user_may_enter_but_not_list_is_opened() -> None:
+    """Like a home folder of mode 0711: the root is reached by its path."""
+    with unprivileged_scratch() as scratch:
+        (scratch / "home" / "post").mkdir(parents=True, mode=0o700)
+        give_to_unprivileged(scratch)
+        (scratch / "home").chmod(0o311)
+        make_root = "import sys; from pipost import files; files.make_root(sys.argv[1])"
+        made = subprocess.run(
+            [*unprivileged_python(make_root), str(scratch / "home" / "post")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert made.returncode == 0, made.stderr
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o770, 0o702, 0o720])

@@ -104,10 +104,23 @@ def make_root(root: StrPath) -> Folder:
     if found is not None:
         return found
     parent_path, name = os.path.split(os.path.abspath(root_path(root)))
-    os.makedirs(parent_path, DIR_MODE, exist_ok=True)
+    _make_parents(parent_path)
     # The root's parents are the user's business: they may be links, or /tmp.
     with Folder(os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY), parent_path) as parent:
         return parent.make(name)
+
+
+def _make_parents(path: str) -> None:
+    """Every missing folder of ``path`` made, each 0700 (os.makedirs gives its mode to
+    the last one only); one that stands already is left as it is."""
+    above = os.path.dirname(path)
+    if above != path and not os.path.isdir(above):
+        _make_parents(above)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
 
 
 def root_path(root: StrPath) -> str:
