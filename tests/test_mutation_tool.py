@@ -167,16 +167,27 @@ def test_a_run_that_ends_before_its_deadline_finished_or_failed_by_its_exit_code
     assert mutation.run_until(command, None) == outcome
 
 
-A_TEST_THAT_TAKES_TWO_SECONDS = """
+TESTS_THAT_TAKE_TWO_SECONDS = """
 import time
+
+import pytest
 
 import mutmut_children
 
-mutmut_children.HANG_GRACE_S = 0.5  # this test's unmutated time is not recorded: 0 s
+mutmut_children.HANG_GRACE_S = 0.2  # their unmutated time is not recorded: 0 s
 
 
 def test_two_seconds():
     time.sleep(2)
+
+
+@pytest.fixture
+def slow():
+    time.sleep(2)
+
+
+def test_a_slow_fixture(slow):
+    pass
 """
 
 
@@ -188,7 +199,7 @@ def test_a_test_far_past_its_unmutated_time_fails_as_hung_against_a_mutant_only(
 ) -> None:
     """A mutant that makes a loop spin is killed when its test overruns, not after
     mutmut's time-out over all its tests; the unmutated runs are never cut short."""
-    (tmp_path / "test_slow.py").write_text(A_TEST_THAT_TAKES_TWO_SECONDS)
+    (tmp_path / "test_slow.py").write_text(TESTS_THAT_TAKE_TWO_SECONDS)
     plugin = Path(mutation.__file__).parent / "under_mutmut"
     ran = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "mutmut_children", "-p", "no:cacheprovider", "-q"],
@@ -199,4 +210,7 @@ def test_a_test_far_past_its_unmutated_time_fails_as_hung_against_a_mutant_only(
         timeout=60,
     )
     assert ran.returncode == code, ran.stdout + ran.stderr
-    assert ("Hung: test_slow.py::test_two_seconds ran past" in ran.stdout) == bool(code)
+    hung = [line for line in ran.stdout.splitlines() if line.startswith("E   ") and "Hung" in line]
+    assert len(hung) == 2 * code, ran.stdout
+    assert any("test_slow.py::test_two_seconds ran past" in line for line in hung) == bool(code)
+    assert any("test_a_slow_fixture (setup) ran past" in line for line in hung) == bool(code)

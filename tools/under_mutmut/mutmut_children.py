@@ -7,9 +7,10 @@ the features among them (test_features.py).
 
 Against a mutant, it runs the quickest tests first: mutmut stops at the first test
 that fails, and the first it would run may be a state machine of a minute. A test
-that runs far past its unmutated time (HANG_FACTOR times, plus HANG_GRACE_S) fails as
-hung: mutmut's own time-out, over all of a mutant's tests, would hold a worker for
-many minutes for each mutant that makes a loop spin. And it leaves out the tests of
+that runs far past its unmutated time (HANG_FACTOR times, plus HANG_GRACE_S; its
+setup, untimed by mutmut, as if it took HANG_GRACE_S) fails as hung: mutmut's own
+time-out, over all of a mutant's tests, would hold a worker for many minutes for
+each mutant that makes a loop spin. And it leaves out the tests of
 the kit's runner (NOT_AGAINST_A_MUTANT): they judge the runner's reports and run
 pipost only as the implementation the kit is run against, through the features and
 machines that run against the mutant directly; they are a sixth of the time the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
@@ -63,20 +65,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """A fixture's time is not recorded: its setup gets the grace of a test of 10 s."""
+    with _hung_after(HANG_FACTOR * HANG_GRACE_S + HANG_GRACE_S, f"{item.nodeid} (setup)"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if not _against_a_mutant():
         return (yield)
     from mutmut.state import state
 
     limit = HANG_FACTOR * state().duration_by_test.get(item.nodeid, 0.0) + HANG_GRACE_S
+    with _hung_after(limit, item.nodeid):
+        return (yield)
+
+
+@contextmanager
+def _hung_after(limit: float, what: str) -> Iterator[None]:
+    """Raise Hung in the test if it is still running after ``limit`` seconds, against
+    a mutant only."""
+    if not _against_a_mutant():
+        yield
+        return
 
     def hung(signum: int, frame: FrameType | None) -> None:
-        raise Hung(f"{item.nodeid} ran past {limit:.0f} s against the mutant")
+        raise Hung(f"{what} ran past {limit:.0f} s against the mutant")
 
     previous = signal.signal(signal.SIGALRM, hung)
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
-        return (yield)
+        yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
