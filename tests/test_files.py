@@ -411,6 +411,22 @@ def test_make_creates_the_root_and_its_missing_parents_private(tmp_path: Path) -
     assert mode_of(tmp_path) == 0o700  # as pytest made it: a parent that stood is left
 
 
+def test_the_root_s_parents_that_stand_are_not_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_mkdir = os.mkdir
+    made: list[str] = []
+
+    def recorded(path: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        if dir_fd is None:
+            made.append(path)
+        real_mkdir(path, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "mkdir", recorded)
+    files.make_root(tmp_path / "home" / ".pi" / "post").close()
+    assert made == [str(tmp_path / "home"), str(tmp_path / "home" / ".pi")]
+
+
 def test_a_root_in_a_folder_its_user_may_enter_but_not_list_is_opened() -> None:
     """Like a home folder of mode 0711: the root is reached by its path."""
     with unprivileged_scratch() as scratch:
