@@ -498,6 +498,32 @@ def test_a_symlinked_root_is_refused_not_followed(tmp_path: Path, outside: Path)
     assert list(outside.iterdir()) == []
 
 
+def test_only_the_trailing_slashes_of_a_root_are_dropped(tmp_path: Path, outside: Path) -> None:
+    """ "post/" would follow the link "post" despite O_NOFOLLOW: the slashes go, and
+    nothing else does."""
+    outside.chmod(0o700)
+    linked = tmp_path / "post"
+    linked.symlink_to(outside)
+    with pytest.raises(files.UnsafePath) as refused:
+        files.check_root(f"{linked}//")
+    assert (refused.value.errno, refused.value.filename) == (errno.ELOOP, str(linked))
+    real = tmp_path / "boX"
+    real.mkdir(mode=0o700)
+    assert files.check_root(f"{real}/") is True
+
+
+def test_a_root_that_is_a_file_is_refused_as_not_a_folder(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    root.write_bytes(b"")
+    with pytest.raises(files.UnsafePath) as refused:
+        files.check_root(root)
+    assert (refused.value.errno, refused.value.strerror, refused.value.filename) == (
+        errno.ENOTDIR,
+        "not a folder",
+        str(root),
+    )
+
+
 def test_a_group_writable_mailbox_folder_is_refused_when_opened(tmp_path: Path) -> None:
     folder = tmp_path / "inbox"
     folder.mkdir(mode=0o700)
