@@ -560,28 +560,35 @@ def test_a_folder_is_judged_writable_by_the_effective_uid_not_the_real_one(tmp_p
     assert said.startswith(f"read-only for uid {nobody}")
 
 
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Every os.read of the test: the size asked for, and how many bytes came."""
+    real_read = os.read
+    seen: list[tuple[int, int]] = []
+
+    def recorded(fd: int, size: int) -> bytes:
+        chunk = real_read(fd, size)
+        seen.append((size, len(chunk)))
+        return chunk
+
+    monkeypatch.setattr(os, "read", recorded)
+    return seen
+
+
 @pytest.mark.parametrize(("limit", "read"), [(1000, b"{}" * 100), (10, b"{}" * 5 + b"{")])
 def test_a_read_takes_one_call_for_a_file_smaller_than_a_chunk(
-    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int, read: bytes
+    here: files.Folder, tmp_path: Path, reads: list[tuple[int, int]], limit: int, read: bytes
 ) -> None:
     """A record or a letter is read in one call, not one more to learn of the end; an
     oversize one too, once it has the byte past the limit that tells it is oversize."""
     (tmp_path / "record.json").write_bytes(b"{}" * 100)
     handle = here.open_file("record.json")
     assert handle is not None
-    real_read = os.read
-    sizes: list[int] = []
-
-    def counted(fd: int, size: int) -> bytes:
-        sizes.append(size)
-        return real_read(fd, size)
-
-    monkeypatch.setattr(os, "read", counted)
     try:
         assert handle.read(limit) == read
     finally:
         handle.close()
-    assert sizes == [limit + 1]
+    assert [asked for asked, _ in reads] == [limit + 1]
 
 
 # -- what the system refuses is said as itself -------------------------------------------
@@ -783,22 +790,13 @@ def test_a_file_or_folder_that_got_descriptor_0_is_closed_too(tmp_path: Path) ->
 
 
 def test_a_file_larger_than_a_chunk_is_read_with_no_read_that_only_says_it_ended(
-    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    here: files.Folder, tmp_path: Path, reads: list[tuple[int, int]]
 ) -> None:
     (tmp_path / "letter.json").write_bytes(b"x" * 100_000)
     handle = here.open_file("letter.json")
     assert handle is not None
-    real_read = os.read
-    returned: list[int] = []
-
-    def counted(fd: int, size: int) -> bytes:
-        chunk = real_read(fd, size)
-        returned.append(len(chunk))
-        return chunk
-
-    monkeypatch.setattr(os, "read", counted)
     try:
         assert handle.read(200_000) == b"x" * 100_000
     finally:
         handle.close()
-    assert 0 not in returned
+    assert 0 not in [came for _, came in reads]
