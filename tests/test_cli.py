@@ -1296,21 +1296,6 @@ def test_a_closed_standard_output_with_sigpipe_blocked_ends_with_the_status_a_sh
     assert (done.returncode, done.stderr) == (128 + signal.SIGPIPE, b"")
 
 
-PATIENT_PI_POST = """\
-import sys
-from pipost import cli
-
-class Patient(cli.Context):
-    def __init__(self) -> None:
-        super().__init__(receipt_wait=600.0)
-
-cli.Context = Patient
-sys.exit(cli.main())
-"""
-"""pi-post whose send waits for a receipt far longer than any test: a test that
-interrupts the wait cannot lose the race to its 1.5 s end on a busy machine."""
-
-
 def test_ctrl_c_while_a_send_waits_for_its_receipt_exits_130_and_the_letter_stays(
     tmp_path: Path,
 ) -> None:
@@ -1324,7 +1309,7 @@ def test_ctrl_c_while_a_send_waits_for_its_receipt_exits_130_and_the_letter_stay
         ),
     )
     sender = subprocess.Popen(
-        [sys.executable, "-c", PATIENT_PI_POST, "send", "--to", live.address, "--body", "x"],
+        pi_post("send", "--to", live.address, "--body", "x"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=process_env(root),
