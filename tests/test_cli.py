@@ -1296,6 +1296,13 @@ def test_a_closed_standard_output_with_sigpipe_blocked_ends_with_the_status_a_sh
     assert (done.returncode, done.stderr) == (128 + signal.SIGPIPE, b"")
 
 
+def heeding_ctrl_c() -> None:
+    """In the child before it runs pi-post: Ctrl-C's signal as a terminal gives it,
+    whatever this test inherited (a job a shell starts in the background ignores it,
+    and so would its children, which then never see the Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_a_send_waits_for_its_receipt_exits_130_and_the_letter_stays(
     tmp_path: Path,
 ) -> None:
@@ -1313,6 +1320,7 @@ def test_ctrl_c_while_a_send_waits_for_its_receipt_exits_130_and_the_letter_stay
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=process_env(root),
+        preexec_fn=heeding_ctrl_c,
     )
     try:
         deadline = time.monotonic() + PROCESS_TIMEOUT_S

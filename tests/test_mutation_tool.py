@@ -6,6 +6,7 @@ score leaves the equivalent mutants out. And the reviewed accounts read."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -147,14 +148,22 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.parametrize(
+    "inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["foreground", "background"]
+)
 def test_a_run_past_its_deadline_is_interrupted_as_by_ctrl_c_and_said_stopped(
-    tmp_path: Path,
+    tmp_path: Path, inherited: signal.Handlers
 ) -> None:
     """mutmut keeps its verdicts when interrupted (its workers are stopped, their
-    mutants stay not judged): --minutes lets a run that cannot end in time go on later."""
+    mutants stay not judged): --minutes lets a run that cannot end in time go on later,
+    also when the tool runs as a background job, which ignores Ctrl-C."""
     said = tmp_path / "said"
     command = [sys.executable, "-c", INTERRUPTIBLE, str(said)]
-    assert mutation.run_until(command, time.monotonic() + 1) == mutation.STOPPED
+    before = signal.signal(signal.SIGINT, inherited)
+    try:
+        assert mutation.run_until(command, time.monotonic() + 1) == mutation.STOPPED
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert said.read_text() == "interrupted as by Ctrl-C"
 
 

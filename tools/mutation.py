@@ -235,7 +235,9 @@ def run_until(command: list[str], deadline: float | None) -> str:
     """Run ``command`` from the repository; at the deadline, interrupt it as Ctrl-C
     would. mutmut then stops its workers and keeps every verdict it has recorded: the
     mutants it was testing stay not judged (never killed by the stop)."""
-    process = subprocess.Popen(command, cwd=REPOSITORY, env=environment())
+    process = subprocess.Popen(
+        command, cwd=REPOSITORY, env=environment(), preexec_fn=_heeding_ctrl_c
+    )
     try:
         code = process.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -243,6 +245,13 @@ def run_until(command: list[str], deadline: float | None) -> str:
         process.wait()
         return STOPPED
     return FINISHED if code == 0 else FAILED
+
+
+def _heeding_ctrl_c() -> None:
+    """In mutmut's process before it starts: it heeds the interrupt even when this
+    tool runs as a job a shell started in the background, which ignores it (and
+    would hand that on, so that the deadline never stopped mutmut)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tests_digest() -> str:
