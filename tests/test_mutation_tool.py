@@ -5,6 +5,7 @@ score leaves the equivalent mutants out. And the reviewed accounts read."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -137,6 +138,48 @@ def test_a_draft_reads_back_as_the_account_of_its_mutant_once_filled_in(change: 
     accounts = mutation.read_accounts(filled)
     judged = mutation.judge({MUTANT: "lived"}, {MUTANT: change}, accounts, ["policy"])
     assert judged.accounted == {MUTANT: account(change=change)}
+
+
+def test_the_functions_unrecorded_are_those_of_mutants_added_since_every_test_was_recorded() -> (
+    None
+):
+    mutants = [
+        MUTANT,
+        "pipost.policy.x_verdict__mutmut_8",
+        "pipost.files.x__make_parents__mutmut_1",
+    ]
+    recorded = {"pipost.policy.x_verdict", "pipost.files.x_make_root"}
+    assert mutation.functions_unrecorded(mutants, recorded) == {"pipost.files.x__make_parents"}
+
+
+def test_recording_every_test_again_makes_each_new_to_mutmut_and_keeps_what_it_knew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mutmut records what a test reaches only when the test is new to it: read as
+    mutmut reads its books, every test is new again, and no test it had mapped to a
+    function is forgotten (nor any verdict, which it keeps elsewhere)."""
+    from mutmut.runners.harness import ListAllTestsResult
+    from mutmut.state import reset_state, state
+    from mutmut.stats import load_stats
+
+    test = "tests/test_policy.py::test_a_verdict"
+    books = {
+        "tests_by_mangled_function_name": {"pipost.policy.x_verdict": [test]},
+        "duration_by_test": {test: 0.5},
+        "stats_time": 1.0,
+    }
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps(books))
+    monkeypatch.setattr(mutation, "STATS", tmp_path / "mutants" / "mutmut-stats.json")
+    monkeypatch.chdir(tmp_path)  # where mutmut finds its books
+    mutation.record_every_test_again()
+    reset_state()
+    try:
+        assert load_stats()
+        assert ListAllTestsResult(ids={test}).new_tests() == {test}
+        assert state().tests_by_mangled_function_name["pipost.policy.x_verdict"] == {test}
+    finally:
+        reset_state()
 
 
 INTERRUPTIBLE = """

@@ -45,6 +45,12 @@ ACCOUNTS = Path(__file__).resolve().parent / "survivors"
 UNDER_MUTMUT = Path(__file__).resolve().parent / "under_mutmut"
 JUDGED_AGAINST = MUTANTS / "lived-judged-against.json"
 """Mutant → the digest of the tests it was last judged against (tests_digest)."""
+STATS = MUTANTS / "mutmut-stats.json"
+"""mutmut's books: which tests reach each function, and each test's time."""
+RECORDED = MUTANTS / "functions-recorded.json"
+"""The functions there were when mutmut last recorded what every test reaches: it
+records only tests it has not seen, so a function added since is reached, in its
+books, by the tests added with it alone."""
 CHILD_STATS = MUTANTS / "child-stats"
 """Where sitecustomize.py writes what each child of a test reaches (mutmut_children.py)."""
 WORKERS = 2
@@ -269,8 +275,10 @@ def tests_digest() -> str:
 def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     """New and changed mutants first (of chosen modules: those not judged yet, by
     name, as mutmut judges again every mutant it is given by name); then, again, each
-    mutant that lived against other tests than today's. What mutmut judged for the
-    first time is noted as judged against today's tests, even in a stopped run."""
+    mutant that lived against other tests than today's, or of a function added since
+    mutmut last recorded every test (which it then records again). What mutmut judged
+    for the first time is noted as judged against today's tests, even in a stopped run."""
+    recording_everything = not STATS.exists()  # mutmut records every test when it has no books
     before = mutmut_verdicts(modules)
     first: list[str] | None
     if not chosen:
@@ -288,15 +296,49 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
         newly_judged -= {m for m, code in before.items() if code is not None}
         against |= dict.fromkeys(newly_judged, digest)
     if outcome == FINISHED:
+        if recording_everything:
+            _note_functions_recorded()
+        unrecorded = functions_unrecorded(mutmut_verdicts(every_module()), _functions_recorded())
         verdicts = mutmut_verdicts(modules)
         lived = [m for m, code in verdicts.items() if STATUS_BY_EXIT_CODE.get(code) == LIVED]
-        again = sorted(m for m in lived if against.get(m) != digest)
+        again = sorted(m for m in lived if against.get(m) != digest or function_of(m) in unrecorded)
         if again:
+            if unrecorded:
+                record_every_test_again()
             outcome = run_mutmut(again, deadline)
         if outcome == FINISHED:  # after a stop, which of them mutmut reran cannot be told
             against |= dict.fromkeys(again, digest)
+            if again and unrecorded:
+                _note_functions_recorded()
     JUDGED_AGAINST.write_text(json.dumps(against, indent=1), "utf-8")
     return outcome
+
+
+def functions_unrecorded(verdicts: Iterable[str], recorded: set[str]) -> set[str]:
+    """The functions of these mutants that mutmut's books may map to too few tests:
+    those added since it last recorded what every test reaches."""
+    return {function_of(mutant) for mutant in verdicts} - recorded
+
+
+def _functions_recorded() -> set[str]:
+    return set(json.loads(RECORDED.read_text("utf-8"))) if RECORDED.exists() else set()
+
+
+def _note_functions_recorded() -> None:
+    functions = {function_of(mutant) for mutant in mutmut_verdicts(every_module())}
+    RECORDED.write_text(json.dumps(sorted(functions), indent=1), "utf-8")
+
+
+def record_every_test_again() -> None:
+    """Make every test new to mutmut, so that its next run records again what each
+    reaches (adding to what it knew; its verdicts are kept)."""
+    books = json.loads(STATS.read_text("utf-8"))
+    books["duration_by_test"] = {}
+    STATS.write_text(json.dumps(books), "utf-8")
+
+
+def every_module() -> list[str]:
+    return sorted(p.stem for p in (REPOSITORY / PACKAGE).glob("*.py") if p.stem != "__init__")
 
 
 def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
@@ -336,7 +378,7 @@ def main(argv: list[str]) -> int:
         help="print an account to fill in (verdict, reason) for each mutant without one",
     )
     arguments = parser.parse_args(argv)
-    every = sorted(p.stem for p in (REPOSITORY / PACKAGE).glob("*.py") if p.stem != "__init__")
+    every = every_module()
     modules = arguments.modules or every
     unknown = sorted(set(modules) - set(every))
     if unknown:
