@@ -112,8 +112,19 @@ def test_an_oversize_letter_keeps_only_its_head_in_quarantine(root: Path) -> Non
     moved = Path(set_aside(root, ADDRESS, name, "file is too large").path)
     assert moved.stat().st_size == LETTER_READ_LIMIT
     reason = (moved.parent / (name + ".reason")).read_text()
-    assert f"kept the first {LETTER_READ_LIMIT} of {size} bytes" in reason
+    assert reason == f"file is too large (kept the first {LETTER_READ_LIMIT} of {size} bytes)\n"
     assert not (inbox(root) / name).exists()
+
+
+def test_a_letter_of_exactly_the_read_limit_is_moved_whole(root: Path) -> None:
+    """Only a letter past the limit is cut: one of exactly the limit is moved (the
+    same file, not a copy) and its reason says nothing was cut."""
+    name = "0000000000001-00000000.json"
+    bad_letter(root, name, b"x" * LETTER_READ_LIMIT)
+    inode = (inbox(root) / name).stat().st_ino
+    moved = Path(set_aside(root, ADDRESS, name, "not JSON").path)
+    assert moved.stat().st_ino == inode
+    assert [q.reason for q in quarantine.quarantined(root)] == ["not JSON"]
 
 
 def test_a_name_set_aside_twice_keeps_both(root: Path) -> None:
@@ -126,6 +137,44 @@ def test_a_name_set_aside_twice_keeps_both(root: Path) -> None:
     assert first.read_bytes() == b"first"
     assert second.read_bytes() == b"second"
     assert [q.reason for q in quarantine.quarantined(root)] == ["one", "two"]
+
+
+def test_a_name_set_aside_again_and_again_is_numbered_from_one(root: Path) -> None:
+    name = "0000000000001-00000000.json"
+    kept = []
+    for number in range(3):
+        bad_letter(root, name, f"letter {number}".encode())
+        kept.append(Path(set_aside(root, ADDRESS, name, f"bad {number}").path).name)
+    assert kept == [name, f"{name}.1", f"{name}.2"]
+
+
+def test_a_reason_left_without_its_letter_keeps_its_name_taken(root: Path) -> None:
+    """A receiver that died between writing the reason and moving the letter left the
+    reason alone: the next letter of that name is kept beside it, not over it."""
+    name = "0000000000001-00000000.json"
+    bad_letter(root, "0000000000000-00000000.json")
+    set_aside(root, ADDRESS, "0000000000000-00000000.json", "not JSON")
+    (root / "quarantine" / ADDRESS / f"{name}.reason").write_text("died before the move\n")
+    bad_letter(root, name, b"second")
+    kept = Path(set_aside(root, ADDRESS, name, "not JSON either").path)
+    assert kept.name == f"{name}.1"
+    assert kept.read_bytes() == b"second"
+
+
+def test_the_oldest_evicted_may_be_a_reason_left_without_its_letter(root: Path) -> None:
+    names = [f"{i:013d}-00000000.json" for i in range(1, quarantine.CAP + 1)]
+    kept = root / "quarantine" / ADDRESS
+    kept.mkdir(parents=True)
+    orphan = kept / "0000000000000-00000000.json.reason"
+    orphan.write_text("died before the move\n")
+    os.utime(orphan, ns=(0, 0))  # the oldest
+    evicted: list[str] = []
+    for name in names:
+        bad_letter(root, name)
+        evicted += set_aside(root, ADDRESS, name, f"bad {name}").evicted
+    assert evicted == ["0000000000000-00000000.json"]
+    assert not orphan.exists()
+    assert [q.name for q in quarantine.quarantined(root)] == names
 
 
 def test_past_the_cap_the_oldest_are_evicted_and_named(root: Path) -> None:
@@ -172,6 +221,40 @@ def test_the_listing_passes_over_a_reason_it_cannot_read_and_follows_no_link(
     (kept / "0000000000003-00000000.json.reason").mkdir()
     listed = quarantine.quarantined(root)
     assert [(q.name, q.reason) for q in listed] == [("0000000000001-00000000.json", "not JSON")]
+
+
+def test_the_listing_shows_a_reason_as_text_whatever_its_bytes_and_only_its_head(
+    root: Path,
+) -> None:
+    """The folder is the user's: a reason of bytes that are not UTF-8 is listed with
+    replacement characters, and a long one by its first REASON_READ_LIMIT bytes."""
+    for number in (1, 2):
+        bad_letter(root, f"000000000000{number}-00000000.json")
+        set_aside(root, ADDRESS, f"000000000000{number}-00000000.json", "not JSON")
+    kept = root / "quarantine" / ADDRESS
+    (kept / "0000000000001-00000000.json.reason").write_bytes(b"bad \xff bytes\n")
+    long_reason = "r" * (quarantine.REASON_READ_LIMIT + 100)
+    (kept / "0000000000002-00000000.json.reason").write_text(long_reason)
+    listed = [q.reason for q in quarantine.quarantined(root)]
+    assert listed == ["bad \ufffd bytes", long_reason[: quarantine.REASON_READ_LIMIT]]
+
+
+def test_the_listing_passes_over_a_reason_removed_while_it_lists(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for number in (1, 2):
+        bad_letter(root, f"000000000000{number}-00000000.json")
+        set_aside(root, ADDRESS, f"000000000000{number}-00000000.json", f"bad {number}")
+    evicted = root / "quarantine" / ADDRESS / "0000000000001-00000000.json.reason"
+    read_bounded = files.Folder.read_bounded
+
+    def evicted_meanwhile(folder: files.Folder, name: str, limit: int) -> bytes | None:
+        if name == evicted.name:
+            evicted.unlink()  # another receiver evicts it, between its lstat and its read
+        return read_bounded(folder, name, limit)
+
+    monkeypatch.setattr(files.Folder, "read_bounded", evicted_meanwhile)
+    assert [q.reason for q in quarantine.quarantined(root)] == ["bad 2"]
 
 
 def test_the_listing_passes_over_an_address_whose_folder_goes_while_it_lists(

@@ -36,6 +36,9 @@ CAP = 20
 receiver logs that it went (bounded, but never silently)."""
 
 REASON_SUFFIX = ".reason"
+REASON_READ_LIMIT = 4096
+"""Bytes of a reason a listing shows: pipost writes short ones, but the folder is
+the user's, and a listing reads no file whole."""
 
 
 def quarantine_of(root: StrPath, address: str) -> str:
@@ -120,14 +123,16 @@ def _entries_in(folder: Folder, address: str) -> list[Quarantined]:
             continue
         try:
             since = folder.lstat(reason_name).st_mtime_ns
-            raw = folder.read_bounded(reason_name, 4096) or b""
+            raw = folder.read_bounded(reason_name, REASON_READ_LIMIT)
         except OSError:
             continue
+        if raw is None:
+            continue  # removed since it was listed: an entry evicted meanwhile
         entries.append(
             Quarantined(
                 address=address,
                 name=reason_name[: -len(REASON_SUFFIX)],
-                reason=raw.decode("utf-8", "replace").strip(),
+                reason=raw[:REASON_READ_LIMIT].decode("utf-8", "replace").strip(),
                 since_ns=since,
             )
         )
