@@ -137,3 +137,85 @@ def test_concurrent_writers_across_rotations_leave_only_whole_lines(
         assert raw.endswith(b"\n")
         for line in raw.splitlines():
             assert set(json.loads(line)) == {"at", "address", "letter", "from", "reason"}
+
+
+def test_a_name_of_any_characters_is_logged_as_readable_utf8(tmp_path: Path) -> None:
+    """Names come from letters: one that is not ASCII stays readable in the file (the
+    log is for people, and grep), and one that holds a lone surrogate (an escape a
+    sender wrote, or bytes no codec decoded) is logged with a stand-in, not refused."""
+    log_drop(tmp_path, drop(0, sender="agent:Zoë"))
+    log_drop(tmp_path, drop(1, sender="agent:\udcff"))
+
+    raw = Path(droplog.log_path(tmp_path)).read_bytes()
+    assert '"from": "agent:Zoë"'.encode() in raw
+    assert [d.sender for d in droplog.read(tmp_path)] == ["agent:Zoë", "agent:?"]
+
+
+def test_a_line_that_fills_the_log_to_its_limit_exactly_is_kept_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_drop(tmp_path / "measure", drop(1))
+    line_size = Path(droplog.log_path(tmp_path / "measure")).stat().st_size
+    monkeypatch.setattr(droplog, "LIMIT", 2 * line_size)
+
+    log_drop(tmp_path, drop(1))
+    log_drop(tmp_path, drop(2))
+    assert log_files(tmp_path) == ["drops.jsonl"]
+    log_drop(tmp_path, drop(3))
+    assert log_files(tmp_path) == ["drops.jsonl", "drops.jsonl.1"]
+    assert list(droplog.read(tmp_path)) == [drop(1), drop(2), drop(3)]
+
+
+@pytest.mark.parametrize("new_log_started", [True, False], ids=["started", "not yet"])
+def test_a_line_written_while_another_writer_rotates_goes_to_the_current_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, new_log_started: bool
+) -> None:
+    """Between opening the log and locking it, another writer may rotate it, and may
+    or may not have started the new one: the line goes to the log that is current
+    then, never into the rotated file nor nowhere."""
+    log_drop(tmp_path, drop(0))
+    log = Path(droplog.log_path(tmp_path))
+    flock = droplog.fcntl.flock
+    rotated = False
+
+    def rotated_meanwhile(fd: int, operation: int) -> None:
+        nonlocal rotated
+        if not rotated:
+            rotated = True
+            log.rename(log.with_name(droplog.ROTATED_NAME))
+            if new_log_started:
+                log.touch(mode=0o600)
+        flock(fd, operation)
+
+    monkeypatch.setattr(droplog.fcntl, "flock", rotated_meanwhile)
+    log_drop(tmp_path, drop(1))
+
+    assert rotated
+    assert [json.loads(line)["at"] for line in log.read_bytes().splitlines()] == [drop(1).at]
+    assert list(droplog.read(tmp_path)) == [drop(0), drop(1)]
+
+
+def test_reading_takes_at_most_twice_the_limit_of_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log is never written past its limit and a line; a file that is (a stranger's,
+    or damaged) is read by its head, not whole."""
+    limit = 1000
+    monkeypatch.setattr(droplog, "LIMIT", limit)
+    log_drop(tmp_path, drop(0))
+    log = Path(droplog.log_path(tmp_path))
+    line = log.read_bytes()
+    log.write_bytes(line + b"x" * (2 * limit) + b"\n" + line)
+
+    assert list(droplog.read(tmp_path)) == [drop(0)]
+
+
+def test_lines_of_bad_bytes_or_the_wrong_shape_are_skipped(tmp_path: Path) -> None:
+    log_drop(tmp_path, drop(0))
+    with Path(droplog.log_path(tmp_path)).open("ab") as log:
+        log.write(b'{"at": 1, "address": "\xff"}\n')  # not UTF-8, and no letter (KeyError)
+        log.write(b"[1, 2]\n")  # not an object (TypeError)
+        log.write(b'{"at": null, "address": "", "letter": "", "from": "", "reason": ""}\n')
+    log_drop(tmp_path, drop(1))
+
+    assert list(droplog.read(tmp_path)) == [drop(0), drop(1)]

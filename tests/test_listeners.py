@@ -82,6 +82,11 @@ def test_a_second_listener_is_refused_unless_it_runs_beside_the_first_on_purpose
     first.leave()
 
 
+def test_a_refusal_names_the_address_and_every_running_listener() -> None:
+    refused = listeners.AlreadyListening(ADDRESS, [12, 345])
+    assert str(refused) == f"{ADDRESS} already has a listener: pid 12, 345"
+
+
 def test_a_listener_in_another_process_is_seen_and_asking_changes_nothing(
     tmp_path: Path,
 ) -> None:

@@ -602,11 +602,7 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         _warn_if_possible(ctx, f"listening as {receiver.address}")
         receiver.serve()
     except listeners.AlreadyListening as running:
-        pids = ", ".join(str(pid) for pid in running.pids)
-        raise Refused(
-            f"{running.address} already has a listener: pid {pids} (stop it, "
-            "or pass --also to run this one beside it)"
-        ) from None
+        raise Refused(f"{running} (stop it, or pass --also to run this one beside it)") from None
     finally:
         receiver.stop()
         for sig, handler in previous.items():

@@ -44,7 +44,7 @@ class AlreadyListening(Exception):
     beside it."""
 
     def __init__(self, address: str, pids: list[int]) -> None:
-        super().__init__(f"{address} has a running listener: pid {', '.join(map(str, pids))}")
+        super().__init__(f"{address} already has a listener: pid {', '.join(map(str, pids))}")
         self.address = address
         self.pids = pids
 
