@@ -3,6 +3,7 @@ the body; bounded by rotation, safe under concurrent writers (INV-05)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
@@ -175,19 +176,19 @@ def test_a_line_written_while_another_writer_rotates_goes_to_the_current_log(
     then, never into the rotated file nor nowhere."""
     log_drop(tmp_path, drop(0))
     log = Path(droplog.log_path(tmp_path))
-    flock = droplog.fcntl.flock
+    flock = fcntl.flock
     rotated = False
 
     def rotated_meanwhile(fd: int, operation: int) -> None:
         nonlocal rotated
-        if not rotated:
+        if not rotated and os.fstat(fd).st_ino == log.stat().st_ino:
             rotated = True
             log.rename(log.with_name(droplog.ROTATED_NAME))
             if new_log_started:
                 log.touch(mode=0o600)
         flock(fd, operation)
 
-    monkeypatch.setattr(droplog.fcntl, "flock", rotated_meanwhile)
+    monkeypatch.setattr(fcntl, "flock", rotated_meanwhile)
     log_drop(tmp_path, drop(1))
 
     assert rotated
