@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import pwd
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -423,6 +424,16 @@ def test_without_pi_post_dir_the_post_office_is_the_one_under_home() -> None:
     expected = "/home/dev/.pi/agent/post"
     assert default_root({"HOME": "/home/dev"}) == expected
     assert default_root({"HOME": "/home/dev", "PI_POST_DIR": ""}) == expected
+
+
+def test_without_home_the_home_is_the_one_the_password_database_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HOME unset (a service, a cron job): ~ is the user's home all the same."""
+    monkeypatch.delenv("HOME", raising=False)
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    assert default_root({}) == os.path.join(home, ".pi", "agent", "post")
+    assert os_caller("/", {}).home == home
 
 
 def test_a_post_office_without_a_registry_lists_no_session(root: Path) -> None:

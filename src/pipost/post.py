@@ -314,10 +314,9 @@ def _queued_in(inbox: files.Folder, address: str) -> int:
         return len(mailbox.letters_in(folder))
 
 
-def os_caller(cwd: str | None = None, environ: dict[str, str] | None = None) -> Caller:
-    env = os.environ if environ is None else environ
+def os_caller(cwd: str | None, environ: Mapping[str, str]) -> Caller:
     return Caller(
         cwd=cwd or os.getcwd(),
-        home=home_of(env),
+        home=home_of(environ),
         canonical=os.path.realpath,  # resolve refuses what no folder can be named
     )
