@@ -249,9 +249,60 @@ def test_a_folder_of_listeners_that_keeps_vanishing_is_said_and_leaks_nothing(
     vanishing = VanishingFolders(monkeypatch)
     monkeypatch.setattr(listeners, "_JOIN_ATTEMPTS", 3)
     before = open_descriptors()
-    with pytest.raises(OSError, match="the folder of listeners kept vanishing") as failed:
+    with pytest.raises(OSError) as failed:
         listeners.join(root, ADDRESS)
+    assert failed.value.strerror == "the folder of listeners kept vanishing"
     assert failed.value.errno == errno.EAGAIN
     assert failed.value.filename == str(folder(root))
     assert vanishing.asked == 3
     assert open_descriptors() == before
+
+
+def test_a_listener_whose_listeners_folder_is_swapped_for_a_link_leaves_without_following_it(
+    tmp_path: Path,
+) -> None:
+    """Leaving walks listeners/ again, which is refused once a link stands there: the
+    listener still lets go of its lock (its file stays, stale, for the next to join)."""
+    root = tmp_path / "post"
+    place = listeners.join(root, ADDRESS)
+    (root / "listeners").rename(root / "elsewhere")
+    (root / "listeners").symlink_to(root / "elsewhere")
+
+    place.leave()
+
+    (root / "listeners").unlink()
+    (root / "elsewhere").rename(root / "listeners")
+    assert listeners.running(root, ADDRESS) == []
+    assert len(os.listdir(folder(root))) == 1
+
+
+JOIN_WITH_THE_LOCK_ON_DESCRIPTOR_0 = """
+import os, sys
+from pipost import files, listeners
+
+create_locked = files.Folder.create_locked
+
+def on_descriptor_0(folder, name):
+    os.close(0)  # as in a process started with its standard input closed
+    return create_locked(folder, name)
+
+files.Folder.create_locked = on_descriptor_0
+place = listeners.join(sys.argv[1], sys.argv[2])
+assert place._handle.fd == 0, place._handle.fd
+place.leave()
+print(sorted(os.listdir(sys.argv[1])))
+"""
+
+
+def test_a_listener_whose_lock_got_descriptor_0_leaves_all_the_same(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    said = subprocess.run(
+        [sys.executable, "-c", JOIN_WITH_THE_LOCK_ON_DESCRIPTOR_0, str(root), ADDRESS],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert said.stdout.split() == ["['listeners']"]
+    assert os.listdir(root / "listeners") == [], "the last to leave removes the folder"

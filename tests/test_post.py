@@ -426,6 +426,16 @@ def test_without_pi_post_dir_the_post_office_is_the_one_under_home() -> None:
     assert default_root({"HOME": "/home/dev", "PI_POST_DIR": ""}) == expected
 
 
+@pytest.mark.parametrize(
+    ("configured", "root"),
+    [("~", "/home/dev"), ("~/post", "/home/dev/post"), ("/srv/post", "/srv/post")],
+)
+def test_pi_post_dir_names_the_post_office_with_its_tilde_expanded(
+    configured: str, root: str
+) -> None:
+    assert default_root({"HOME": "/home/dev", "PI_POST_DIR": configured}) == root
+
+
 def test_without_home_the_home_is_the_one_the_password_database_gives(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -31,16 +31,15 @@ RECEIPT_WAIT_S = 1.5
 """How long a sender waits for a live target to take the message."""
 
 
-def default_root(environ: Mapping[str, str] | None = None) -> str:
+def default_root(environ: Mapping[str, str]) -> str:
     """The post office every command uses: ``$PI_POST_DIR`` (``~`` expanded against
     HOME), else ``~/.pi/agent/post``. A relative PI_POST_DIR is refused: it would
     name a different post office in every working directory."""
-    env = os.environ if environ is None else environ
-    configured = env.get("PI_POST_DIR")
+    configured = environ.get("PI_POST_DIR")
     if not configured:
-        return os.path.join(home_of(env), ".pi", "agent", "post")
+        return os.path.join(home_of(environ), ".pi", "agent", "post")
     if configured == "~" or configured.startswith("~/"):
-        configured = home_of(env) + configured[1:]
+        configured = home_of(environ) + configured[1:]
     if not os.path.isabs(configured):
         raise Refused(
             f"PI_POST_DIR must be an absolute path or start with ~/, not "
