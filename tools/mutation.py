@@ -276,7 +276,9 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     """New and changed mutants first (of chosen modules: those not judged yet, by
     name, as mutmut judges again every mutant it is given by name); then, again, each
     mutant that lived against other tests than today's, or of a function added since
-    mutmut last recorded every test (which it then records again). What mutmut judged
+    mutmut last recorded every test (which it then records again); last, of chosen
+    modules, the mutants mutmut made meanwhile (as it starts, of the functions changed
+    since its last run; it judges only those it is given by name). What mutmut judged
     for the first time is noted as judged against today's tests, even in a stopped run."""
     recording_everything = not STATS.exists()  # mutmut records every test when it has no books
     before = mutmut_verdicts(modules)
@@ -290,11 +292,15 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     digest = tests_digest()
     against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
     outcome = FINISHED
+    judged_before = {m for m, code in before.items() if code is not None}
+
+    def note_newly_judged() -> None:
+        judged = {m for m, code in mutmut_verdicts(modules).items() if code is not None}
+        against.update(dict.fromkeys(judged - judged_before, digest))
+
     if first is not None:
         outcome = run_mutmut(first, deadline)
-        newly_judged = {m for m, code in mutmut_verdicts(modules).items() if code is not None}
-        newly_judged -= {m for m, code in before.items() if code is not None}
-        against |= dict.fromkeys(newly_judged, digest)
+        note_newly_judged()
     if outcome == FINISHED:
         if recording_everything:
             _note_functions_recorded()
@@ -310,6 +316,11 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
             against |= dict.fromkeys(again, digest)
             if again and unrecorded:
                 _note_functions_recorded()
+    if outcome == FINISHED and chosen:
+        made = sorted(m for m, code in mutmut_verdicts(modules).items() if code is None)
+        if made:
+            outcome = run_mutmut(made, deadline)
+    note_newly_judged()
     JUDGED_AGAINST.write_text(json.dumps(against, indent=1), "utf-8")
     return outcome
 
