@@ -7,19 +7,22 @@ Each test that needs kernel events runs twice: with this system's watch, and wit
 kqueue, which on Linux is the double below (DESIGN §14 says what it cannot show).
 
 No timing is asserted: each wait runs in a thread with a timeout far longer than
-the test may take, and the test asserts that the thread has finished.
+the test may take, and the test asserts that the wait has returned.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import operator
 import os
 import select
 import stat
 import sys
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,6 +35,9 @@ from tests.helpers import open_descriptors
 NEVER_S = 30.0
 """A wait this long would outlast the test: a wait that ended was ended by something."""
 JOIN_S = 10.0
+REAL_SELECT = select.select
+"""The double's own looks use it: tests that note what the watch asks of select.select
+replace that, and the double's looks are not the watch's."""
 
 
 # -- kqueue where the system has none: a double on inotify ------------------------------
@@ -40,6 +46,7 @@ KQUEUE_CONSTANTS = {
     "KQ_FILTER_VNODE": -4,
     "KQ_EV_ADD": 0x0001,
     "KQ_EV_CLEAR": 0x0020,
+    "KQ_EV_ERROR": 0x4000,
     "KQ_NOTE_DELETE": 0x0001,
     "KQ_NOTE_WRITE": 0x0002,
     "KQ_NOTE_RENAME": 0x0020,
@@ -57,12 +64,13 @@ NOTES_AS_INOTIFY = {
 
 @dataclass(frozen=True)
 class Kevent:
-    """select.kevent: the fields pipost fills in."""
+    """select.kevent: the fields pipost fills in, and data (an error's errno)."""
 
     ident: int
     filter: int
     flags: int
     fflags: int
+    data: int = 0
 
 
 class KqueueOnInotify:
@@ -73,32 +81,61 @@ class KqueueOnInotify:
     ask is refused, so a watch that asks it fails its test."""
 
     made: ClassVar[list[KqueueOnInotify]] = []
+    refusing: ClassVar[int | None] = None
+    """An errno: the kernel refuses every registration with it (a test sets it)."""
 
     def __init__(self) -> None:
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._fd = int(self._libc.inotify_init1(IN_NONBLOCK_CLOEXEC))
         assert self._fd >= 0
-        self._events: list[Kevent] = []
+        self.registered: list[Kevent] = []
         self.closed = False
         KqueueOnInotify.made.append(self)
 
     def fileno(self) -> int:
         return self._fd
 
-    def control(self, changes: list[Kevent] | None, max_events: int, timeout: Any = None) -> Any:
-        for change in changes or []:
-            self._add(change)
-        if max_events == 0:
-            return []
-        if timeout is None or timeout > 0:
-            select.select([self._fd], [], [], timeout)
-        try:
-            fired = len(os.read(self._fd, 65536)) > 0
-        except BlockingIOError:
-            fired = False
+    def control(
+        self, changes: Iterable[Kevent] | None, max_events: int, timeout: Any = None, /
+    ) -> list[Kevent]:
+        """kqueue.control's arguments as select checks them, and kevent(2) as macOS
+        runs it: the changes are made, then, only where max_events leaves room, the
+        events that wait are returned, waited for up to timeout (None: forever)."""
+        if self.closed:
+            raise ValueError("I/O operation on closed kqueue object")
+        max_events = operator.index(max_events)  # an int, as select's argument: not None
+        if max_events < 0:
+            raise ValueError(f"Length of eventlist must be 0 or positive, got {max_events}")
+        if timeout is not None and not isinstance(timeout, (int, float)):
+            raise TypeError(f"timeout argument must be a number or None, got {timeout!r}")
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout must be positive or None")
+        refused: list[Kevent] = []
+        for change in changes if changes is not None else ():
+            if not isinstance(change, Kevent):
+                raise TypeError("changelist must be an iterable of select.kevent objects")
+            if self.refusing is None:
+                self._add(change)
+            elif len(refused) < max_events:  # where the event list has room, kevent(2)
+                error = KQUEUE_CONSTANTS["KQ_EV_ERROR"]  # reports a refusal in it, not raised
+                refused.append(replace(change, flags=change.flags | error, data=self.refusing))
+            else:
+                raise OSError(self.refusing, os.strerror(self.refusing))
+        if refused or max_events == 0:
+            return refused  # the kernel looks for events only with room, none taken by errors
+        if not self._readable(0):
+            if timeout is None:  # fails the test where macOS would hang it
+                raise AssertionError("kevent would wait forever: no event waits")
+            if not self._readable(timeout):
+                return []
+        while self._readable(0):
+            os.read(self._fd, 65536)
         # One event per registration at most, as kqueue folds a knote's changes; its
         # notes are the ones asked for (a watch reads none of them).
-        return self._events[:max_events] if fired else []
+        return self.registered[:max_events]
+
+    def _readable(self, timeout: float) -> bool:
+        return bool(REAL_SELECT([self._fd], [], [], timeout)[0])
 
     def _add(self, change: Kevent) -> None:
         assert change.filter == KQUEUE_CONSTANTS["KQ_FILTER_VNODE"], change
@@ -112,7 +149,7 @@ class KqueueOnInotify:
         assert mask and not change.fflags & ~sum(NOTES_AS_INOTIFY), change
         folder = os.readlink(f"/proc/self/fd/{change.ident}")
         assert self._libc.inotify_add_watch(self._fd, os.fsencode(folder), mask) >= 0
-        self._events.append(change)
+        self.registered.append(change)
 
     def close(self) -> None:
         if not self.closed:
@@ -151,8 +188,22 @@ def watches() -> Iterator[list[FolderWatch]]:
         made_watch.close()
 
 
-def waiting(watch: FolderWatch) -> threading.Thread:
-    thread = threading.Thread(target=watch.wait, args=(NEVER_S,), daemon=True)
+class Waiting(threading.Thread):
+    """wait(timeout) on a watch, in a thread. ``returned`` tells a wait that returned
+    from one that raised: that one ends its thread too, and no event ended it."""
+
+    def __init__(self, folder_watch: FolderWatch, timeout: float) -> None:
+        super().__init__(daemon=True)
+        self._watch, self._timeout = folder_watch, timeout
+        self.returned = False
+
+    def run(self) -> None:
+        self._watch.wait(self._timeout)
+        self.returned = True
+
+
+def waiting(folder_watch: FolderWatch, timeout: float = NEVER_S) -> Waiting:
+    thread = Waiting(folder_watch, timeout)
     thread.start()
     return thread
 
@@ -175,7 +226,7 @@ def test_a_letter_renamed_into_the_folder_ends_the_wait(
     deposit_by_rename(folder, "0001796078534257-00000001.json")
     thread.join(JOIN_S)
 
-    assert not thread.is_alive()
+    assert thread.returned
 
 
 def test_an_event_before_the_wait_is_not_missed(
@@ -188,7 +239,7 @@ def test_an_event_before_the_wait_is_not_missed(
     thread = waiting(watch)
     thread.join(JOIN_S)
 
-    assert not thread.is_alive()
+    assert thread.returned
 
 
 def test_a_file_written_in_place_ends_the_wait(
@@ -201,7 +252,7 @@ def test_a_file_written_in_place_ends_the_wait(
     (folder / "0001796078534257-00000003.json.tmp").write_text("{}")
     thread.join(JOIN_S)
 
-    assert not thread.is_alive()
+    assert thread.returned
 
 
 def test_an_event_is_consumed_by_the_wait_that_saw_it(
@@ -217,7 +268,7 @@ def test_an_event_is_consumed_by_the_wait_that_saw_it(
     assert thread.is_alive()  # nothing new: this wait goes on
     watch.wake()
     thread.join(JOIN_S)
-    assert not thread.is_alive()
+    assert thread.returned
 
 
 def test_wake_ends_the_wait(kernel: str, folder: Path, watches: list[FolderWatch]) -> None:
@@ -229,7 +280,7 @@ def test_wake_ends_the_wait(kernel: str, folder: Path, watches: list[FolderWatch
     watch.wake()
     thread.join(JOIN_S)
 
-    assert not thread.is_alive()
+    assert thread.returned
 
 
 def test_without_kernel_events_a_letter_does_not_end_the_wait(
@@ -246,7 +297,14 @@ def test_without_kernel_events_a_letter_does_not_end_the_wait(
     assert thread.is_alive()
     watch.wake()
     thread.join(JOIN_S)
-    assert not thread.is_alive()
+    assert thread.returned
+
+
+def test_a_closed_watch_holds_no_kernel_events(kernel: str, folder: Path) -> None:
+    made = FolderWatch(folder)
+    assert made.uses_kernel_events
+    made.close()
+    assert not made.uses_kernel_events
 
 
 def test_a_short_timeout_ends_a_wait_that_nothing_else_ends(
@@ -255,44 +313,108 @@ def test_a_short_timeout_ends_a_wait_that_nothing_else_ends(
     watch = FolderWatch(folder)
     watches.append(watch)
 
-    thread = threading.Thread(target=watch.wait, args=(0.05,), daemon=True)
-    thread.start()
+    thread = waiting(watch, 0.05)
     thread.join(JOIN_S)
 
-    assert not thread.is_alive()
+    assert thread.returned
 
 
-def test_many_wakes_never_block_the_waker(folder: Path, watches: list[FolderWatch]) -> None:
+def test_many_wakes_never_block_the_waker(folder: Path) -> None:
     # wake() runs in signal handlers: a full pipe must not block or raise.
     watch = FolderWatch(folder, kernel_events=False)
-    watches.append(watch)
-    for _ in range(100_000):
-        watch.wake()
+    woken: list[bool] = []
 
-    thread = waiting(watch)
-    thread.join(JOIN_S)
-    assert not thread.is_alive()
+    def wake_many() -> None:
+        for _ in range(100_000):
+            watch.wake()
+        woken.append(True)
+
+    # In a thread, so that a wake that blocks fails the test; not woken at the end, as
+    # the fixture would, for that wake would block too (closing ends the waker's).
+    waker = threading.Thread(target=wake_many, daemon=True)
+    try:
+        waker.start()
+        waker.join(JOIN_S)
+        assert woken
+
+        thread = waiting(watch)
+        thread.join(JOIN_S)
+        assert thread.returned
+    finally:
+        watch.close()
+
+
+def test_wakes_are_consumed_by_the_wait_they_ended(
+    folder: Path, watches: list[FolderWatch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    watch = FolderWatch(folder, kernel_events=False)
+    watches.append(watch)
+    for _ in range(3):
+        watch.wake()
+    watch.wait(NEVER_S)  # returns at once: woken
+
+    found: list[list[Any]] = []
+    real_select = select.select
+
+    def noted_select(readable: Any, writable: Any, failed: Any, timeout: float) -> Any:
+        ready = real_select(readable, writable, failed, timeout)
+        found.append(ready[0])
+        return ready
+
+    monkeypatch.setattr(select, "select", noted_select)
+    watch.wait(0)  # a look, not a wait: whether anything is left to wake it
+    assert found == [[]]
+
+
+def test_a_wait_asks_select_to_wait_no_longer_than_its_timeout(
+    folder: Path, watches: list[FolderWatch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked, not timed: the timeout select is given. One already past waits not at all
+    (select refuses a negative timeout)."""
+    asked: list[float] = []
+    real_select = select.select
+
+    def noted_select(readable: Any, writable: Any, failed: Any, timeout: float) -> Any:
+        asked.append(timeout)
+        return real_select(readable, writable, failed, timeout)
+
+    monkeypatch.setattr(select, "select", noted_select)
+    watch = FolderWatch(folder, kernel_events=False)
+    watches.append(watch)
+    watch.wait(0.05)
+    watch.wait(-1.0)
+    assert asked == [0.05, 0.0]
 
 
 # -- waiting for a receipt: the letter's removal -------------------------------------------
 
 
 def wait_gone_while_removed(folder: Path) -> list[bool]:
-    """What wait_gone said when the letter it waits on was removed under it."""
+    """What wait_gone said when the letter it waits on was removed while it waited
+    (in select on its watch, or in a poll's sleep): removed before that, its first
+    look would find the letter gone, and neither the watch nor the poll would run."""
     letter = folder / "0000000000001-00000000.json"
     letter.write_bytes(b"{}")
-    started = threading.Event()
+    waits = threading.Event()
     outcome: list[bool] = []
+    real_select, real_sleep = select.select, time.sleep
 
-    def wait() -> None:
-        started.set()
-        outcome.append(watch.wait_gone(letter, NEVER_S))
+    def noted_select(*arguments: Any) -> Any:
+        waits.set()
+        return real_select(*arguments)
 
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    started.wait(JOIN_S)
-    os.unlink(letter)
-    waiter.join(JOIN_S)
+    def noted_sleep(seconds: float) -> None:
+        waits.set()
+        real_sleep(seconds)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(select, "select", noted_select)
+        patch.setattr(time, "sleep", noted_sleep)
+        waiter = threading.Thread(target=lambda: outcome.append(watch.wait_gone(letter, NEVER_S)))
+        waiter.start()
+        waits.wait(JOIN_S)
+        os.unlink(letter)
+        waiter.join(JOIN_S)
     assert not waiter.is_alive()
     return outcome
 
@@ -308,11 +430,73 @@ def test_wait_gone_polls_where_the_kernel_cannot_tell(
     assert wait_gone_while_removed(folder) == [True]
 
 
-def test_wait_gone_reports_a_letter_that_stays(kernel: str, folder: Path) -> None:
+class ClockOfWaits:
+    """time.monotonic as wait_gone reads it, moved on by its waits alone: select.select
+    and time.sleep only look, and move the clock by what they were asked and a
+    microsecond, as a real wait ends a little after its time. So how long wait_gone
+    waits is asked, not timed; waits past ``budget`` fail the test, not hang it."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, budget: float) -> None:
+        self.now = 1000.0
+        self.asked: list[float] = []
+        self._end = self.now + budget + 0.001
+        monkeypatch.setattr(time, "monotonic", lambda: self.now)
+        monkeypatch.setattr(select, "select", self._select)
+        monkeypatch.setattr(time, "sleep", self._sleep)
+
+    def _select(self, readable: Any, writable: Any, failed: Any, timeout: float) -> Any:
+        self._wait(timeout)
+        ready = REAL_SELECT(readable, writable, failed, 0)
+        self.now += 1e-6 if any(ready) else timeout + 1e-6
+        return ready
+
+    def _sleep(self, seconds: float) -> None:
+        self._wait(seconds)
+        self.now += seconds + 1e-6
+
+    def _wait(self, seconds: float) -> None:
+        assert seconds is not None and seconds >= 0 and self.now + seconds <= self._end, seconds
+        self.asked.append(seconds)
+
+
+def test_wait_gone_waits_out_its_time_for_a_letter_that_stays(
+    kernel: str, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     letter = folder / "0000000000001-00000000.json"
     letter.write_bytes(b"{}")
-    assert watch.wait_gone(letter, 0.05) is False
+    clock = ClockOfWaits(monkeypatch, budget=0.5)
+    assert watch.wait_gone(letter, 0.5) is False
+    assert clock.asked == [0.5]  # one wait for all its time: a removal would end it
     assert watch.wait_gone(folder / "never-there.json", NEVER_S) is True
+    assert clock.asked == [0.5]  # a letter already gone is not waited for
+
+
+def test_wait_gone_polls_every_10_ms_where_the_kernel_cannot_tell(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "_kernel_watch", lambda folder, mask, notes: None)
+    letter = folder / "0000000000001-00000000.json"
+    letter.write_bytes(b"{}")
+    clock = ClockOfWaits(monkeypatch, budget=0.5)
+    assert watch.wait_gone(letter, 0.5) is False
+    assert max(clock.asked) <= 0.01
+    assert sum(clock.asked) == pytest.approx(0.5, abs=0.001)
+
+
+def test_wait_gone_of_no_time_looks_once_and_sets_no_watch(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not worth a watch: setting one costs more than the look."""
+
+    def no_watch(folder: str, mask: int, notes: tuple[str, ...]) -> None:
+        raise AssertionError("a wait of no time set a watch")
+
+    monkeypatch.setattr(watch, "_kernel_watch", no_watch)
+    letter = folder / "0000000000001-00000000.json"
+    letter.write_bytes(b"{}")
+    assert watch.wait_gone(letter, 0) is False
+    assert watch.wait_gone(letter, -1.0) is False
+    assert watch.wait_gone(folder / "never-there.json", 0) is True
 
 
 # -- kqueue's own descriptors --------------------------------------------------------------
@@ -329,18 +513,37 @@ def test_a_kqueue_watch_leaves_no_descriptor_open(kernel: str, folder: Path) -> 
 
 
 @pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
-def test_a_kqueue_watch_is_not_set_through_a_symlink(
-    kernel: str, folder: Path, tmp_path: Path
+@pytest.mark.parametrize("in_its_place", ["a symlink to the folder", "a file"])
+def test_a_kqueue_watch_is_set_on_the_folder_alone_not_on_what_takes_its_place(
+    kernel: str, folder: Path, tmp_path: Path, in_its_place: str
 ) -> None:
-    link = tmp_path / "link"
-    link.symlink_to(folder)
-    watched, through_link = FolderWatch(folder), FolderWatch(link)
+    """O_NOFOLLOW and O_DIRECTORY: a watch is not set through a symlink swapped in
+    for the folder, nor on a file; the host's poll still finds the mail."""
+    stand_in = tmp_path / "stand-in"
+    if in_its_place == "a file":
+        stand_in.write_bytes(b"")
+    else:
+        stand_in.symlink_to(folder)
+    watched, on_stand_in = FolderWatch(folder), FolderWatch(stand_in)
     try:
         assert watched.uses_kernel_events
-        assert not through_link.uses_kernel_events  # the host's poll still finds the mail
+        assert not on_stand_in.uses_kernel_events
     finally:
         watched.close()
-        through_link.close()
+        on_stand_in.close()
+
+
+@pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
+def test_a_kqueue_watch_registers_exactly_the_notes_its_wait_needs(
+    kernel: str, folder: Path
+) -> None:
+    """New letters change the folder's entries (NOTE_WRITE); a receipt wait also ends
+    when the folder itself is deleted (NOTE_DELETE). Nothing else may wake either."""
+    FolderWatch(folder).close()
+    assert watch.wait_gone(folder / "never-there.json", NEVER_S)
+    write, delete = KQUEUE_CONSTANTS["KQ_NOTE_WRITE"], KQUEUE_CONSTANTS["KQ_NOTE_DELETE"]
+    registered = [change.fflags for queue in KqueueOnInotify.made for change in queue.registered]
+    assert registered == [write, write | delete]
 
 
 # -- where the kernel cannot watch -----------------------------------------------------------
@@ -388,23 +591,21 @@ def test_where_inotify_refuses_the_watch_falls_back_to_polling_and_leaks_nothing
 
 
 @pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
-@pytest.mark.parametrize("refused", ["kqueue", "control"])
+@pytest.mark.parametrize("refused", ["kqueue", "the registration"])
 def test_where_kqueue_refuses_the_watch_falls_back_to_polling_and_leaks_nothing(
     kernel: str, folder: Path, monkeypatch: pytest.MonkeyPatch, refused: str
 ) -> None:
-    """kqueue() with no descriptor left, or a kevent the kernel refuses to add."""
+    """kqueue() with no descriptor left, or a kevent the kernel refuses to add (which
+    kevent(2) reports among the events, not raised, if the call asks for any)."""
 
     def no_descriptor_left() -> KqueueOnInotify:
         KqueueOnInotify().close()  # asked for, as the fixture checks
-        raise OSError(24, "Too many open files")
-
-    def refusing_control(self: KqueueOnInotify, *arguments: Any) -> Any:
-        raise OSError(22, "Invalid argument")
+        raise OSError(errno.EMFILE, "Too many open files")
 
     if refused == "kqueue":
         monkeypatch.setattr(select, "kqueue", no_descriptor_left)
     else:
-        monkeypatch.setattr(KqueueOnInotify, "control", refusing_control)
+        monkeypatch.setattr(KqueueOnInotify, "refusing", errno.EINVAL)
     before = open_descriptors()
     made = FolderWatch(folder)
     assert not made.uses_kernel_events
@@ -432,6 +633,63 @@ def test_a_forked_child_does_not_share_the_parent_s_spare_inotify_instances(
         assert report.read() == "([], [])"
     assert os.waitstatus_to_exitcode(status) == 0
     assert watch._spare_instances == spares
+
+
+def test_forgetting_the_spares_closes_each_and_keeps_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a forked child runs (the test above), run in this process too: mutmut
+    books a function to the tests that reach it in its own process, not in a fork."""
+    kept = [*os.pipe(), *os.pipe()]
+    monkeypatch.setattr(watch, "_spare_instances", list(kept))
+    watch._forget_spares()
+    assert watch._spare_instances == []
+    assert not [fd for fd in kept if is_open(fd)]
+
+
+def is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:  # EBADF
+        return False
+    return True
+
+
+def inotify_watches(instance: int) -> list[str]:
+    """The watches an inotify instance holds, as /proc shows them."""
+    with open(f"/proc/self/fdinfo/{instance}") as info:
+        return [line for line in info if line.startswith("inotify wd:")]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_a_spare_inotify_instance_holds_no_watch(folder: Path) -> None:
+    """A watch left on a spare would wake the next receipt wait with the changes of
+    the folder it watched, and use up max_user_watches, one more each wait."""
+    receipt_wait = watch._kernel_watch(folder, *watch._REMOVALS)
+    assert receipt_wait is not None
+    assert inotify_watches(receipt_wait.fileno())  # /proc shows the watch it holds
+    receipt_wait.finish()
+    assert receipt_wait.fileno() in watch._spare_instances
+    assert inotify_watches(receipt_wait.fileno()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_an_inotify_instance_on_descriptor_0_is_a_watch(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process started with its standard input closed (a detached listener) gets
+    descriptor 0 for its first instance: a valid one, only -1 is a refusal."""
+    monkeypatch.setattr(watch, "_spare_instances", [])
+    standard_input = os.dup(0)
+    os.close(0)
+    try:
+        receipt_wait = watch._kernel_watch(folder, *watch._REMOVALS)
+        assert receipt_wait is not None
+        assert receipt_wait.fileno() == 0
+        receipt_wait.close()
+    finally:
+        os.dup2(standard_input, 0)
+        os.close(standard_input)
 
 
 def test_draining_a_wake_pipe_whose_writer_is_gone_ends() -> None:
