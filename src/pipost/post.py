@@ -206,7 +206,7 @@ class DiskDirectory:
     uncounted (queued 0): only its presence is read, and the count that matters is
     the deposit's."""
 
-    def __init__(self, post: Post, now: int, *, count_mailboxes: bool = True) -> None:
+    def __init__(self, post: Post, now: int, *, count_mailboxes: bool) -> None:
         self.post = post
         self.now = now
         self.count_mailboxes = count_mailboxes
