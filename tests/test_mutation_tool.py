@@ -152,6 +152,16 @@ def test_the_functions_unrecorded_are_those_of_mutants_added_since_every_test_wa
     assert mutation.functions_unrecorded(mutants, recorded) == {"pipost.files.x__make_parents"}
 
 
+def test_a_mutant_said_to_have_no_tests_is_judged_again_once_the_books_map_tests_to_it() -> None:
+    verdicts = {
+        MUTANT: mutation.NO_TESTS,  # its function now reached: judged again
+        "pipost.files.x__make_parents__mutmut_1": mutation.NO_TESTS,  # still no test
+        "pipost.policy.x_verdict__mutmut_8": 0,  # survived its tests: not this rule's
+    }
+    reached = {"pipost.policy.x_verdict"}
+    assert mutation.reached_since(verdicts, reached) == {MUTANT}
+
+
 def test_recording_every_test_again_makes_each_new_to_mutmut_and_keeps_what_it_knew(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

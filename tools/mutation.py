@@ -57,7 +57,14 @@ WORKERS = 2
 """The machine is shared: at most two mutants run at once."""
 
 KILLED, LIVED = "killed", "lived"
-STATUS_BY_EXIT_CODE: dict[int | None, str] = {1: KILLED, 3: KILLED, 0: LIVED, 5: LIVED, 33: LIVED}
+NO_TESTS = 33
+STATUS_BY_EXIT_CODE: dict[int | None, str] = {
+    1: KILLED,
+    3: KILLED,
+    0: LIVED,
+    5: LIVED,
+    NO_TESTS: LIVED,
+}
 STATUS_BY_EXIT_CODE |= dict.fromkeys((36, 24, -24, 152, 255, -9, -11, -1), KILLED)
 """mutmut's exit codes for a mutant (mutmut.stats): a failing test, a time-out (the
 tests' CPU budget ran out), a kill after it, and the tests' process dying of a signal
@@ -276,7 +283,8 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     """New and changed mutants first (of chosen modules: those not judged yet, by
     name, as mutmut judges again every mutant it is given by name); then, again, each
     mutant that lived against other tests than today's, or of a function added since
-    mutmut last recorded every test (which it then records again); last, of chosen
+    mutmut last recorded every test (which it then records again), or said to have no
+    tests by books that now map tests to its function; last, of chosen
     modules, the mutants mutmut made meanwhile (as it starts, of the functions changed
     since its last run; it judges only those it is given by name). What mutmut judged
     for the first time is noted as judged against today's tests, even in a stopped run."""
@@ -307,7 +315,12 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
         unrecorded = functions_unrecorded(mutmut_verdicts(every_module()), _functions_recorded())
         verdicts = mutmut_verdicts(modules)
         lived = [m for m, code in verdicts.items() if STATUS_BY_EXIT_CODE.get(code) == LIVED]
-        again = sorted(m for m in lived if against.get(m) != digest or function_of(m) in unrecorded)
+        reached = reached_since(verdicts, _functions_reached())
+        again = sorted(
+            m
+            for m in lived
+            if against.get(m) != digest or function_of(m) in unrecorded or m in reached
+        )
         if again:
             if unrecorded:
                 record_every_test_again()
@@ -329,6 +342,18 @@ def functions_unrecorded(verdicts: Iterable[str], recorded: set[str]) -> set[str
     """The functions of these mutants that mutmut's books may map to too few tests:
     those added since it last recorded what every test reaches."""
     return {function_of(mutant) for mutant in verdicts} - recorded
+
+
+def reached_since(verdicts: Mapping[str, int | None], reached: set[str]) -> set[str]:
+    """The mutants mutmut found no test for whose function its books now map to tests:
+    "no tests" was said of books mutmut had not finished (an interrupted recording),
+    not of the tests."""
+    return {m for m, code in verdicts.items() if code == NO_TESTS and function_of(m) in reached}
+
+
+def _functions_reached() -> set[str]:
+    books = json.loads(STATS.read_text("utf-8")) if STATS.exists() else {}
+    return {f for f, tests in books.get("tests_by_mangled_function_name", {}).items() if tests}
 
 
 def _functions_recorded() -> set[str]:
