@@ -206,6 +206,15 @@ def test_peek_gives_each_letter_with_its_id_sender_time_and_body_or_why_not(tree
     assert first["sentAt"] == {"ms": NOW, "iso": "2026-11-30T22:42:14.257Z"}
 
 
+def test_peek_gives_the_address_a_letter_asks_replies_at(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-asks-replies", "/home/dev/x"))
+    reply_to = address_of("sess-the-sender")
+    deposit(root, record.address, new_message(Sender("process", "ci"), "hi", NOW, reply_to))
+    (letter,) = run_json(["peek", record.address], root)["letters"]
+    assert letter["replyTo"] == reply_to
+
+
 def test_peek_of_an_empty_mailbox_is_an_empty_list(tree: Tree) -> None:
     assert run_json(["peek", tree.live.address], tree.root)["letters"] == []
 

@@ -9,6 +9,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -37,7 +38,10 @@ values = st.recursive(
 def without_accelerator() -> ModuleType:
     """A copy of jsontext as it loads where there is no _json: json's modules are
     loaded afresh for it with _json out of reach, so they are their pure-Python
-    selves. The json and _json this process already had are put back after."""
+    selves. The json and _json this process already had are put back after. The copy
+    has jsontext's own name (it is not put in sys.modules), so that a tool that tells
+    code by its module's name, as mutmut picks the mutant to run, takes it for
+    jsontext."""
     saved = {
         name: module
         for name, module in sys.modules.items()
@@ -47,9 +51,7 @@ def without_accelerator() -> ModuleType:
         del sys.modules[name]
     sys.modules["_json"] = None  # type: ignore[assignment]  # an import of it fails
     try:
-        spec = importlib.util.spec_from_file_location(
-            "pipost.jsontext_without_accelerator", jsontext.__file__
-        )
+        spec = importlib.util.spec_from_file_location(jsontext.__name__, jsontext.__file__)
         assert spec is not None and spec.loader is not None
         copy = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(copy)
@@ -102,6 +104,25 @@ def test_encode_writes_an_int_subclass_as_its_number(implementation: ModuleType)
 def test_encode_refuses_what_pipost_never_writes(implementation: ModuleType, value: object) -> None:
     with pytest.raises(TypeError):
         implementation.encode(value)
+
+
+@both
+def test_encode_refuses_a_value_json_refuses_in_json_s_words(implementation: ModuleType) -> None:
+    for value in (object(), {"a": [object()]}):
+        with pytest.raises(TypeError) as refused:
+            dumps(value)
+        with pytest.raises(TypeError, match=f"^{re.escape(str(refused.value))}$"):
+            implementation.encode(value)
+
+
+@both
+@pytest.mark.parametrize("key", [1, None, ("a",)], ids=["int", "None", "tuple"])
+def test_encode_refuses_a_key_that_is_not_a_string_naming_its_type(
+    implementation: ModuleType, key: object
+) -> None:
+    # json writes int, None and the other scalars as keys; pipost's keys are names.
+    with pytest.raises(TypeError, match=f"not {type(key).__name__}$"):
+        implementation.encode({"a": 1, key: 2})
 
 
 @both
@@ -228,6 +249,33 @@ def test_decode_reads_json_text_in_any_layout_as_json_does(
 @given(value=values)
 def test_decode_reads_back_what_encode_writes(implementation: ModuleType, value: object) -> None:
     assert repr(implementation.decode(implementation.encode(value))) == repr(value)
+
+
+@both
+@given(value=values, before=st.text(" \t\n\r", max_size=3), after=st.text(" \t\n\r", max_size=3))
+def test_decode_reads_json_text_by_its_scanner_alone(
+    implementation: ModuleType, value: object, before: str, after: str
+) -> None:
+    """json itself is only asked to word what is wrong: a text that holds a value,
+    spaces around it included, never reaches it (its import costs a send)."""
+
+    def json_asked(*_: object) -> object:
+        raise AssertionError("json itself read a text the scanner reads")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(implementation, "_decode_with_json", json_asked)
+        assert repr(implementation.decode(before + dumps(value) + after)) == repr(value)
+
+
+@both
+@pytest.mark.parametrize("hooks", [(None, None), (list, None), (None, str), (list, str)])
+def test_each_pair_of_hooks_has_its_scanner_built_once(
+    implementation: ModuleType, hooks: tuple[PairsHook, ConstantHook]
+) -> None:
+    scanner = implementation._scanner(*hooks)
+    assert implementation._scanner(*hooks) is scanner
+    others = {(None, None), (list, None), (None, str), (list, str)} - {hooks}
+    assert all(implementation._scanner(*other) is not scanner for other in others)
 
 
 @both
