@@ -10,15 +10,21 @@ import pytest
 
 from pipost import compatibility
 from pipost.compatibility import (
+    ADDED,
     BREAKING,
+    CHANGED,
     COMPATIBLE,
+    STRAY,
     UNCHANGED,
     UNPINNED,
     Content,
+    Finding,
     Json,
     PinRefused,
     Pins,
     Revision,
+    Rule,
+    Verdict,
 )
 
 LETTER: Json = {"input": {"json": {"v": 1}}, "result": {"accepted": {"v": 1, "name": "n"}}}
@@ -120,6 +126,33 @@ def test_a_record_written_with_more_keys_is_compatible_reordered_it_breaks() -> 
     assert rules("message", before, written('{"v":1,"a":2,"s":1}')) == [("encoding.changed", True)]
 
 
+def test_a_value_read_or_written_as_another_json_type_breaks_though_python_finds_it_equal() -> None:
+    """1, 1.0 and true are equal to Python, not to a reader: a record whose pid reads or
+    is written as true or 1.0 is refused where it was 1 (a bool is no int to it)."""
+
+    def read(accepted: Json) -> Content:
+        return {"parse:x": {"input": {}, "result": {"accepted": accepted}}}
+
+    def written(text: str) -> Content:
+        return {"encode:x": {"input": {}, "result": text}}
+
+    for other in (True, 1.0):
+        assert rules("record", read({"pid": 1}), read({"pid": other, "host": "h"})) == [
+            ("parse.changed", True)
+        ]
+    for text in ('{"pid":true,"host":"h"}', '{"pid":1.0}'):
+        assert rules("record", written('{"pid":1}'), written(text)) == [("encoding.changed", True)]
+    assert rules("record", read({"pid": 1}), read({"pid": 1, "host": "h"})) == [
+        ("record.reads-more", False)
+    ]
+
+
+def test_a_facet_is_of_the_kind_its_name_has_before_the_first_colon() -> None:
+    """A corpus entry's name may hold a colon: the kind is what comes before the first."""
+    assert compatibility.kind_of("parse:a:b") == "parse"
+    assert rules("interop", {"limit:a:b": 1}, {"limit:a:b": 2}) == [("limit.changed", True)]
+
+
 def test_every_rule_id_is_unique_documented_and_the_last_rows_classify_anything() -> None:
     ids = [rule.id for rule in compatibility.RULES]
     assert len(ids) == len(set(ids))
@@ -130,6 +163,30 @@ def test_every_rule_id_is_unique_documented_and_the_last_rows_classify_anything(
         if f"`{i}`" not in documented and f"`{i.rsplit('-', 1)[0]}-" not in documented
     ] == []
     assert rules("interop", {"whatever": 1}, {"whatever": 2}) == [("facet.changed", True)]
+
+
+def test_the_first_rule_that_fits_part_kind_change_and_condition_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """classify takes the first rule that fits: its parts (none: any part), its kind, its
+    change and its condition each decide, and its id and breaking are what the finding
+    says. The table is made here, in the test: RULES are made at import."""
+
+    def raised(before: Json, after: Json) -> bool:
+        return isinstance(before, int) and isinstance(after, int) and after > before
+
+    table = (
+        Rule("records-only", ["record"], "limit", CHANGED, False, "-"),
+        Rule("raised", [], "limit", CHANGED, False, "-", raised),
+        Rule("limit-added", [], "limit", ADDED, False, "-"),
+        Rule("other-change", [], "*", CHANGED, True, "-"),
+    )
+    monkeypatch.setattr(compatibility, "RULES", table)
+    assert rules("record", {"limit:x": 2}, {"limit:x": 1}) == [("records-only", False)]
+    assert rules("message", {"limit:x": 1}, {"limit:x": 2}) == [("raised", False)]
+    assert rules("message", {"limit:x": 2}, {"limit:x": 1}) == [("other-change", True)]
+    assert rules("message", {}, {"limit:x": 1}) == [("limit-added", False)]
+    assert rules("message", {"timing:x": 1}, {"timing:x": 2}) == [("other-change", True)]
 
 
 def pins_of(*revisions: Content, part: str = "message", version: int = 1) -> Pins:
@@ -147,6 +204,41 @@ def test_the_verdict_of_a_part_follows_its_findings() -> None:
     judged = compatibility.judge("message", 2, {"field:v": {"const": 2}}, pinned)
     assert (judged.state, judged.revision, judged.exit_status) == (UNPINNED, None, 1)
     assert [f.facet for f in judged.findings] == ["field:v"]
+
+
+def test_a_part_never_pinned_is_unpinned_with_nothing_to_be_judged_against() -> None:
+    content: Content = {"field:v": {}}
+    judged = compatibility.judge("message", 1, content, pins_of({}, part="record"))
+    print_ = compatibility.fingerprint(content)
+    assert judged == Verdict("message", 1, None, UNPINNED, print_, ())
+    assert judged.exit_status == 1
+
+
+def test_a_version_below_the_latest_never_pinned_is_stray_judged_against_the_one_below() -> None:
+    """Pins with a gap (v1 and v3): v2 is judged against v1, never against v3."""
+    pins: Pins = {
+        "message": {
+            1: [Revision.of({"field:v": {"const": 1}})],
+            3: [Revision.of({"field:v": {"const": 3}})],
+        }
+    }
+    content: Content = {"field:v": {"const": 2}}
+    judged = compatibility.judge("message", 2, content, pins)
+    changed = Finding(
+        "message", "message.field-changed", "field:v", CHANGED, {"const": 1}, {"const": 2}, True
+    )
+    print_ = compatibility.fingerprint(content)
+    assert judged == Verdict("message", 2, None, STRAY, print_, (changed,))
+    assert judged.exit_status == 1
+
+
+def test_the_latest_pin_below_a_version_is_the_newest_strictly_below_it() -> None:
+    first, second, third = Revision.of({"a": 1}), Revision.of({"a": 2}), Revision.of({"a": 3})
+    pins: Pins = {"message": {1: [first, second], 2: [third]}}
+    assert compatibility.latest(pins, "message") == (2, 1, third)
+    assert compatibility.latest(pins, "message", below=2) == (1, 2, second)
+    assert compatibility.latest(pins, "message", below=1) is None
+    assert compatibility.latest(pins, "record") is None
 
 
 def test_a_compatible_change_is_pinned_as_the_next_revision_of_its_version() -> None:
@@ -171,18 +263,39 @@ def test_an_unpublished_revision_is_replaced_and_a_published_one_never_is() -> N
 
 
 def test_a_breaking_change_to_a_published_version_is_refused_saying_how_to_bump() -> None:
+    """The refusal names each rule the change breaks, once, and the command to bump."""
     published = pins_of({"field:v": {}})
-    with pytest.raises(PinRefused, match=r"message.field-added.*pi-post contract bump message"):
-        compatibility.pin("message", 1, {"field:v": {}, "field:s": {}}, published, published)
+    said = (
+        "message v1 was published; this change breaks it "
+        "(message.field-added, message.field-removed): "
+        "bump the version (pi-post contract bump message) and pin again, or undo the change"
+    )
+    with pytest.raises(PinRefused, match=f"^{re.escape(said)}$"):
+        compatibility.pin("message", 1, {"field:a": {}, "field:b": {}}, published, published)
 
 
 def test_a_version_is_pinned_only_next_to_the_latest() -> None:
     published = pins_of({})
     pins, said = compatibility.pin("message", 2, {"field:v": {}}, published, published)
     assert said.startswith("message v2: pinned revision 1")
-    assert sorted(pins["message"]) == [1, 2]
+    assert pins["message"] == {1: published["message"][1], 2: [Revision.of({"field:v": {}})]}
     with pytest.raises(PinRefused, match="the next is v2"):
         compatibility.pin("message", 3, {}, published, published)
+
+
+def test_the_next_version_follows_the_latest_version_not_its_count_of_revisions() -> None:
+    published = pins_of({}, {"field:v": {}})  # v1, in two revisions
+    _, said = compatibility.pin("message", 2, {"field:s": {}}, published, published)
+    assert said.startswith("message v2: pinned revision 1")
+    with pytest.raises(PinRefused, match=r"the latest pinned version is v1, so the next is v2$"):
+        compatibility.pin("message", 3, {}, published, published)
+
+
+def test_a_part_never_pinned_is_pinned_at_its_first_revision_beside_the_others() -> None:
+    published = pins_of({})
+    pins, said = compatibility.pin("record", 1, {"field:host": {}}, published, published)
+    assert said.startswith("record v1: pinned revision 1 sha256:")
+    assert pins == {**published, "record": {1: [Revision.of({"field:host": {}})]}}
 
 
 def test_a_pin_rewritten_or_removed_since_the_base_is_named() -> None:
@@ -210,6 +323,14 @@ def test_a_record_encoding_that_is_no_json_object_is_judged_changed_not_a_crash(
     digest = "<200 characters, sha256 00>"
     assert rules("record", written('{"v":1}'), written(digest)) == [("encoding.changed", True)]
     assert rules("record", written("[1]"), written("[1,2]")) == [("encoding.changed", True)]
+    assert rules("record", written("[1]"), written('{"v":1}')) == [("encoding.changed", True)]
+    assert rules("record", written('{"v":1}'), written("[1]")) == [("encoding.changed", True)]
+
+
+def test_a_record_case_that_is_no_object_is_judged_changed_not_a_crash() -> None:
+    """A case is {input, result}; a pin edited to something else is a change all the same."""
+    for kind, rule in (("parse", "parse.changed"), ("encode", "encoding.changed")):
+        assert rules("record", {f"{kind}:x": "a"}, {f"{kind}:x": ["b"]}) == [(rule, True)]
 
 
 def test_a_record_encoder_that_raises_is_an_encoding_change_not_more_written() -> None:

@@ -107,7 +107,7 @@ def kind_of(facet: str) -> str:
 def _reads_more(before: Json, after: Json) -> bool:
     """A record that read before reads now with every field it had, and more."""
     old, new = _accepted(before), _accepted(after)
-    return old is not None and new is not None and old.items() <= new.items()
+    return old is not None and new is not None and _keeps(old, new)
 
 
 def _writes_more(before: Json, after: Json) -> bool:
@@ -122,7 +122,13 @@ def _writes_more(before: Json, after: Json) -> bool:
     if not (isinstance(old_data, dict) and isinstance(new_data, dict)):
         return False
     kept = [key for key in new_data if key in old_data]
-    return old_data.items() <= new_data.items() and kept == list(old_data)
+    return _keeps(old_data, new_data) and kept == list(old_data)
+
+
+def _keeps(old: dict[str, Json], new: dict[str, Json]) -> bool:
+    """Every key of ``old`` is in ``new`` with the same JSON value: ``1``, ``1.0`` and
+    ``true`` are three values (Python's ``==`` finds them equal)."""
+    return all(key in new and canonical(new[key]) == canonical(value) for key, value in old.items())
 
 
 def _only_appended(before: Json, after: Json) -> bool:
