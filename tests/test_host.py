@@ -23,7 +23,18 @@ from typing import Any
 
 import pytest
 
-from pipost import droplog, files, format, host, listeners, mailbox, quarantine, registry, session
+from pipost import (
+    cli,
+    droplog,
+    files,
+    format,
+    host,
+    listeners,
+    mailbox,
+    quarantine,
+    registry,
+    session,
+)
 from pipost.address import address_of
 from pipost.driver import InProcessDriver
 from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
@@ -1682,6 +1693,15 @@ def test_an_exec_context_gets_the_text_on_stdin_and_the_message_in_its_environme
     assert env["PI_POST_WAKE"] == "0"
     assert env["OUT"] == str(tmp_path)
     assert context.holds(delivery.message.id) is None
+    # Each variable the command is given is one listen --help names.
+    given = {name for name in env if name.startswith("PI_POST_")}
+    assert given == {
+        "PI_POST_MESSAGE_ID",
+        "PI_POST_MESSAGE_FROM",
+        "PI_POST_MESSAGE_REPLY_TO",
+        "PI_POST_WAKE",
+    }
+    assert all(name in cli.HELP["listen"] for name in given)
 
 
 @pytest.mark.parametrize(("wake", "variable"), [(True, "1"), (False, "0")])

@@ -108,9 +108,11 @@ A session has one listener: a second one is refused, naming the running one.
   --exec <command>     run the command (sh -c) once per message, the framed text
                        on its stdin and PI_POST_MESSAGE_ID, PI_POST_MESSAGE_FROM,
                        PI_POST_MESSAGE_REPLY_TO (empty without a reply address)
-                       in its environment; exit 0 means taken, anything else
-                       (or a command that cannot start) leaves the message
-                       queued for a retry (said on stderr, with the reason).
+                       and PI_POST_WAKE (1 when the text wakes the session, 0
+                       when it waits for its first prompt) in its environment;
+                       exit 0 means taken, anything else (or a command that
+                       cannot start) leaves the message queued for a retry
+                       (said on stderr, with the reason).
                        The command runs in a process group of its own; on
                        SIGTERM or SIGINT that group gets SIGTERM, then
                        SIGKILL 1 s later, and the message stays queued
