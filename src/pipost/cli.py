@@ -109,7 +109,9 @@ A session has one listener: a second one is refused, naming the running one.
                        on its stdin and PI_POST_MESSAGE_ID, PI_POST_MESSAGE_FROM,
                        PI_POST_MESSAGE_REPLY_TO (empty without a reply address)
                        and PI_POST_WAKE (1 when the text wakes the session, 0
-                       when it waits for its first prompt) in its environment;
+                       when it waits for its first prompt) in its environment,
+                       which names this session as PI_SESSION_ID and
+                       PI_SESSION_ADDRESS (a send from it replies from here);
                        exit 0 means taken, anything else (or a command that
                        cannot start) leaves the message queued for a retry
                        (said on stderr, with the reason).
