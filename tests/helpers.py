@@ -394,9 +394,19 @@ def unprivileged_scratch() -> Iterator[Path]:
 
 def measured() -> dict[str, str]:
     """The variables by which coverage.py measures a child too (nox -s check sets them),
-    for a test that starts its process with an environment of its own. Not for one that
-    pins what a process imports or how it exits: coverage loads modules (threading)."""
-    return {name: value for name, value in os.environ.items() if name.startswith("COVERAGE_")}
+    and the mutant it runs (mutated()), for a test that starts its process with an
+    environment of its own. Not for one that pins what a process imports or how it
+    exits: coverage loads modules (threading)."""
+    coverage = {name: value for name, value in os.environ.items() if name.startswith("COVERAGE_")}
+    return coverage | mutated()
+
+
+def mutated() -> dict[str, str]:
+    """The mutant mutmut runs (nox -s mutation), for a child started with an
+    environment of its own: without it, the child runs the code unmutated, and no
+    mutant of what only a child runs could be killed."""
+    under_test = os.environ.get("MUTANT_UNDER_TEST")
+    return {} if under_test is None else {"MUTANT_UNDER_TEST": under_test}
 
 
 C_LOCALE_WITHOUT_UTF8_MODE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}

@@ -39,6 +39,7 @@ from tests.helpers import (
     make_message,
     make_record,
     measured,
+    mutated,
     peek,
     python_in,
     set_aside,
@@ -1310,7 +1311,11 @@ def test_sending_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
 def _run_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code],
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join(sys.path)},
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            **mutated(),  # not measured(): coverage would load threading
+        },
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -1346,6 +1351,36 @@ def test_exit_now_waits_for_a_thread_like_a_normal_exit(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "written-late").read_text() == "done"
+
+
+@pytest.mark.parametrize(
+    ("closed", "code", "said"),
+    [
+        (1, 1, b"pi-post: standard output is closed\n"),
+        (2, 0, None),  # nowhere to say anything, and nothing failed
+    ],
+    ids=["standard output", "standard error"],
+)
+def test_a_command_started_without_a_standard_stream_ends_by_its_outcome_not_a_traceback(
+    tmp_path: Path, target: Record, closed: int, code: int, said: bytes | None
+) -> None:
+    """A process started with its descriptor closed (a hook's ``>&-``) gets None for
+    the stream: what it prints fails as on a closed descriptor, and is said."""
+    root = tmp_path / "post"
+    shown = subprocess.run(
+        pi_post("list", "--all"),
+        env=process_env(root),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=PROCESS_TIMEOUT_S,
+        preexec_fn=lambda: os.close(closed),
+    )
+    assert shown.returncode == code, shown.stderr
+    if said is not None:
+        assert shown.stderr == said
+    else:
+        assert shown.stdout.decode().startswith(f"{target.name} — {target.address} ")
 
 
 # -- the send path as a process: bounded input, a closed pipe, errors that say where ------

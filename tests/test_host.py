@@ -1764,6 +1764,7 @@ def test_a_sender_name_a_c_locale_cannot_encode_reaches_the_command_in_utf8(
             "PATH": os.environ.get("PATH", ""),
             "PYTHONPATH": os.pathsep.join(sys.path),
             **helpers.C_LOCALE_WITHOUT_UTF8_MODE,
+            **helpers.mutated(),
         },
         capture_output=True,
         timeout=60,

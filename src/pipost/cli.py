@@ -10,6 +10,8 @@ where pipost differs on purpose, DESIGN.md lists it. Errors go to stderr as
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import sys
 
@@ -806,6 +808,7 @@ def run(argv: Sequence[str], ctx: Context) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _stand_in_for_closed_streams()
     _write_utf8()
     ctx = Context()
     try:
@@ -816,6 +819,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (StdoutClosed, BrokenPipeError):
         return _end_on_a_closed_pipe()
+
+
+class _Closed(io.TextIOBase):
+    """A standard stream the process was started without (its descriptor closed, so
+    Python gives None). Output written to it fails as on a closed descriptor, so that
+    the command says so and fails; errors, with nowhere to be said, are dropped."""
+
+    def __init__(self, name: str, *, said: bool) -> None:
+        self._name = name
+        self._said = said
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self._said:
+            raise OSError(errno.EBADF, f"standard {self._name} is closed")
+        return len(text)
+
+
+def _stand_in_for_closed_streams() -> None:
+    if sys.stdout is None:
+        sys.stdout = _Closed("output", said=True)
+    if sys.stderr is None:
+        sys.stderr = _Closed("error", said=False)
 
 
 def _write_utf8() -> None:
