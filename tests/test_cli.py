@@ -813,6 +813,32 @@ def test_the_conformance_kit_takes_its_paths_from_the_working_directory(
     assert ran == Ran(0, "porter/an-address-is-derived-from-its-session-id\tMUST\tINV-01\n", "")
 
 
+def listen_until(
+    argv: list[str], env: dict[str, str], cwd: Path, ready: Callable[[], bool], what: str
+) -> str:
+    """Run ``pi-post listen`` as a process until ``ready()``, then stop it as SIGTERM
+    does; what it said on standard error."""
+    listener = subprocess.Popen(
+        pi_post("listen", *argv),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while not ready():
+            assert listener.poll() is None, listener.communicate()[1]
+            assert time.monotonic() < deadline, f"never seen: {what}"
+            time.sleep(0.02)
+    finally:
+        listener.send_signal(signal.SIGTERM)
+        _, stderr = listener.communicate(timeout=15)
+    return stderr
+
+
 @pytest.mark.parametrize(
     ("modes", "warnings"),
     [
@@ -836,24 +862,13 @@ def test_a_listener_warns_once_about_a_mode_variable_that_names_no_mode(
     root = tmp_path / "post"
     session_id = "mode-warnings"
     env = {"PATH": os.environ.get("PATH", ""), "PI_POST_DIR": str(root), **modes, **measured()}
-    listener = subprocess.Popen(
-        [sys.executable, "-m", "pipost", "listen", "--session-id", session_id],
-        cwd=tmp_path,
-        env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    stderr = listen_until(
+        ["--session-id", session_id],
+        {**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        tmp_path,
+        lambda: registry.read(root, address_of(session_id)) is not None,  # after the modes
+        "the listener registers",
     )
-    try:
-        deadline = time.monotonic() + 15
-        while registry.read(root, address_of(session_id)) is None:  # the modes came before
-            assert listener.poll() is None, listener.communicate()[1]
-            assert time.monotonic() < deadline, "the listener never registered"
-            time.sleep(0.02)
-    finally:
-        listener.send_signal(signal.SIGTERM)
-        _, stderr = listener.communicate(timeout=15)
     about_modes = [line for line in stderr.splitlines() if "PI_POST_" in line]
     assert about_modes == warnings
 
@@ -865,24 +880,13 @@ def test_a_command_a_listener_runs_is_told_its_session(tmp_path: Path) -> None:
     session_id = "exec-environment"
     deposit(root, address_of(session_id), make_message(NOW))  # mail that waited
     command = 'env > "$OUT/env.tmp" && mv "$OUT/env.tmp" "$OUT/env.txt"'
-    listener = subprocess.Popen(
-        pi_post("listen", "--session-id", session_id, "--exec", command),
-        cwd=tmp_path,
-        env=process_env(root, OUT=str(tmp_path)),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    listen_until(
+        ["--session-id", session_id, "--exec", command],
+        process_env(root, OUT=str(tmp_path)),
+        tmp_path,
+        (tmp_path / "env.txt").exists,
+        "the command runs",
     )
-    try:
-        deadline = time.monotonic() + 15
-        while not (tmp_path / "env.txt").exists():
-            assert listener.poll() is None, listener.communicate()[1]
-            assert time.monotonic() < deadline, "the command never ran"
-            time.sleep(0.02)
-    finally:
-        listener.send_signal(signal.SIGTERM)
-        listener.communicate(timeout=15)
     lines = (tmp_path / "env.txt").read_text(encoding="utf-8").splitlines()
     env = dict(line.split("=", 1) for line in lines if "=" in line)
     assert (env["PI_SESSION_ID"], env["PI_SESSION_ADDRESS"]) == (session_id, address_of(session_id))
