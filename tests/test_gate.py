@@ -340,6 +340,17 @@ def test_usage_that_cannot_run_exits_2_saying_why(args: list[str], said: str) ->
     assert err.getvalue() == said
 
 
+def test_a_relative_tree_is_found_from_the_working_directory_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process (cli.run with a working directory), --tree . is that directory,
+    not the folder the process happens to run in."""
+    monkeypatch.chdir(CHECKOUT)  # a checkout, which --tree . must not find
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--tree", "."], out, err, cwd=str(tmp_path)) == 2
+    assert err.getvalue() == "pi-post: . is not a pipost source checkout\n"
+
+
 def test_bump_driver_renumbers_the_protocol_its_open_speaks(tmp_path: Path) -> None:
     tree = copy_of_checkout(tmp_path, git=False)
     now = contract.versions()["driver"]

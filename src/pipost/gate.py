@@ -697,7 +697,7 @@ def _main(args: list[str], out: TextIO, err: TextIO, cwd: Path) -> int:
     if form not in FORMATS:
         raise CannotRun(f"--format is one of {', '.join(FORMATS)}, not {form!r}")
     given = valued.get("--tree")
-    checkout = find_checkout(Path(given).resolve() if given else cwd)
+    checkout = find_checkout((cwd / given).resolve() if given else cwd)  # as the shell meant it
     if given and checkout is None:
         raise CannotRun(f"{given} is not a pipost source checkout")
     if checkout is not None and (checkout / "src" / "pipost").resolve() != _running_package():
