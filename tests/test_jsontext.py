@@ -68,6 +68,15 @@ both = pytest.mark.parametrize(
 )
 
 
+@pytest.fixture(autouse=True)
+def scanners_built_afresh() -> None:
+    """Each test builds the scanners it uses: one cached by an earlier test, or by
+    the process this one was forked from (as mutmut forks), would hide how one is
+    made."""
+    for implementation in (jsontext, PURE_PYTHON):
+        implementation._scanners.clear()
+
+
 def test_without_the_accelerator_jsontext_runs_on_json_in_python() -> None:
     assert PURE_PYTHON._ACCELERATED is False
     assert inspect.isfunction(PURE_PYTHON.encode_basestring)
