@@ -402,11 +402,13 @@ def measured() -> dict[str, str]:
 
 
 def mutated() -> dict[str, str]:
-    """The mutant mutmut runs (nox -s mutation), for a child started with an
-    environment of its own: without it, the child runs the code unmutated, and no
-    mutant of what only a child runs could be killed."""
-    under_test = os.environ.get("MUTANT_UNDER_TEST")
-    return {} if under_test is None else {"MUTANT_UNDER_TEST": under_test}
+    """The variables by which nox -s mutation follows a child started with an
+    environment of its own: the mutant mutmut runs (without it, the child runs the
+    code unmutated, and no mutant of what only a child runs could be killed), and,
+    while mutmut records what each test reaches, the test the child's record names
+    (tools/under_mutmut/sitecustomize.py)."""
+    harness = ("MUTANT_UNDER_TEST", "PIPOST_MUTATION_TEST")
+    return {name: os.environ[name] for name in harness if name in os.environ}
 
 
 C_LOCALE_WITHOUT_UTF8_MODE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
