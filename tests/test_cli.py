@@ -1385,6 +1385,16 @@ def test_a_command_started_without_a_standard_stream_ends_by_its_outcome_not_a_t
         assert shown.stderr == said
     else:
         assert shown.stdout.decode().startswith(f"{target.name} — {target.address} ")
+        refused = subprocess.run(
+            pi_post("resolve", "nobody"),
+            env=process_env(root),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROCESS_TIMEOUT_S,
+            preexec_fn=lambda: os.close(closed),
+        )
+        assert (refused.returncode, refused.stdout) == (1, b"")  # its refusal, unsaid
 
 
 # -- the send path as a process: bounded input, a closed pipe, errors that say where ------

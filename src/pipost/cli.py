@@ -830,9 +830,6 @@ class _Closed(io.TextIOBase):
         self._name = name
         self._said = said
 
-    def writable(self) -> bool:
-        return True
-
     def write(self, text: str) -> int:
         if self._said:
             raise OSError(errno.EBADF, f"standard {self._name} is closed")
