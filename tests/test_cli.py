@@ -1371,22 +1371,10 @@ def test_a_command_started_without_a_standard_stream_ends_by_its_outcome_not_a_t
     """A process started with its descriptor closed (a hook's ``>&-``) gets None for
     the stream: what it prints fails as on a closed descriptor, and is said."""
     root = tmp_path / "post"
-    shown = subprocess.run(
-        pi_post("list", "--all"),
-        env=process_env(root),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=PROCESS_TIMEOUT_S,
-        preexec_fn=lambda: os.close(closed),
-    )
-    assert shown.returncode == code, shown.stderr
-    if said is not None:
-        assert shown.stderr == said
-    else:
-        assert shown.stdout.decode().startswith(f"{target.name} — {target.address} ")
-        refused = subprocess.run(
-            pi_post("resolve", "nobody"),
+
+    def without_it(*argv: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            pi_post(*argv),
             env=process_env(root),
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
@@ -1394,6 +1382,14 @@ def test_a_command_started_without_a_standard_stream_ends_by_its_outcome_not_a_t
             timeout=PROCESS_TIMEOUT_S,
             preexec_fn=lambda: os.close(closed),
         )
+
+    shown = without_it("list", "--all")
+    assert shown.returncode == code, shown.stderr
+    if said is not None:
+        assert shown.stderr == said
+    else:
+        assert shown.stdout.decode().startswith(f"{target.name} — {target.address} ")
+        refused = without_it("resolve", "nobody")
         assert (refused.returncode, refused.stdout) == (1, b"")  # its refusal, unsaid
 
 
