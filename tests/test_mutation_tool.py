@@ -192,6 +192,120 @@ def test_recording_every_test_again_makes_each_new_to_mutmut_and_keeps_what_it_k
         reset_state()
 
 
+ADDRESS_HASHES = {"x_checked": "aaa", "x_is_address": "bbb", "x_address_of": "ccc"}
+ADDRESS_RECORDS = {
+    "exit_code_by_key": {
+        "pipost.address.x_checked__mutmut_1": 1,
+        "pipost.address.x_checked__mutmut_2": 0,
+        "pipost.address.x_checked__mutmut_3": None,
+        "pipost.address.x_is_address__mutmut_1": 33,
+    },
+    "hash_by_function_name": ADDRESS_HASHES,
+    "type_check_error_by_key": {},
+    "durations_by_key": {},
+    "estimated_durations_by_key": {},
+}
+"""mutmut's records of a module, as its .meta holds them (x_address_of has no mutant)."""
+ADDRESS_AGAINST = {
+    "pipost.address.x_checked__mutmut_2": "digest-1",
+    "pipost.address.x_is_address__mutmut_1": "digest-2",
+}
+
+
+def test_kept_verdicts_read_back_as_mutmuts_records_while_each_functions_hash_holds() -> None:
+    kept = mutation.kept_of(ADDRESS_RECORDS, ADDRESS_AGAINST, "address")
+    assert kept["x_checked"] == {
+        "hash": "aaa",
+        "verdicts": [1, 0, None],
+        "lived_against": {"2": "digest-1"},
+    }
+    assert (
+        mutation.verdicts_kept(kept, "address", ADDRESS_HASHES)
+        == ADDRESS_RECORDS["exit_code_by_key"]
+    )
+    assert mutation.against_kept(kept, "address") == ADDRESS_AGAINST
+    changed = mutation.verdicts_kept(kept, "address", {"x_checked": "new", "x_is_address": "bbb"})
+    assert changed == {
+        "pipost.address.x_checked__mutmut_1": None,
+        "pipost.address.x_checked__mutmut_2": None,
+        "pipost.address.x_checked__mutmut_3": None,
+        "pipost.address.x_is_address__mutmut_1": 33,
+    }
+
+
+@pytest.fixture
+def scratch_books(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """mutants/ and tools/verdicts/ in a scratch folder."""
+    mutants = tmp_path / "mutants"
+    monkeypatch.setattr(mutation, "MUTANTS", mutants)
+    monkeypatch.setattr(mutation, "JUDGED_AGAINST", mutants / "lived-judged-against.json")
+    monkeypatch.setattr(mutation, "KEPT", tmp_path / "verdicts")
+    return tmp_path
+
+
+def test_a_fresh_clone_gets_mutmuts_records_back_from_the_kept_verdicts(
+    scratch_books: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mutmut.mutation.data import SourceFileMutationData
+
+    meta = scratch_books / "mutants" / "src" / "pipost" / "address.py.meta"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps(ADDRESS_RECORDS))
+    mutation.JUDGED_AGAINST.write_text(json.dumps(ADDRESS_AGAINST))
+    mutation.keep_verdicts(["address", "policy"])  # policy: no records, nothing kept
+    assert sorted(p.name for p in mutation.KEPT.iterdir()) == ["address.json"]
+
+    (scratch_books / "mutants").rename(scratch_books / "lost")
+    mutation.restore_kept()
+    monkeypatch.chdir(scratch_books)  # mutmut reads mutants/ from here
+    records = SourceFileMutationData(path=Path("src/pipost/address.py"))
+    records.load()
+    assert records.exit_code_by_key == ADDRESS_RECORDS["exit_code_by_key"]
+    assert records.hash_by_function_name == ADDRESS_HASHES
+    assert json.loads(mutation.JUDGED_AGAINST.read_text()) == ADDRESS_AGAINST
+
+    before = (mutation.KEPT / "address.json").read_text()
+    mutation.keep_verdicts(["address"])
+    assert (mutation.KEPT / "address.json").read_text() == before
+
+
+def test_a_report_without_mutmuts_records_judges_todays_mutants_by_the_kept_verdicts(
+    scratch_books: Path,
+) -> None:
+    """A mutant of a function whose source changed since it was judged (its hash),
+    or new since, waits; the others keep their verdicts, and their changes are read
+    off the mutated copy mutmut makes of today's source."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    path = mutation.PACKAGE / "address.py"
+    made = mutate_file_contents(str(path), (mutation.REPOSITORY / path).read_text())
+    hashes = dict(made.hash_by_function_name)
+    names = [f"pipost.address.{name}" for name in made.mutant_names]
+    changed = mutation.function_of(names[-1])
+    others = [
+        n for n in names if mutation.function_of(n) not in (changed, mutation.function_of(names[0]))
+    ]
+    kept_first, kept_second = names[0], f"{mutation.function_of(others[0])}__mutmut_1"
+    changed_function = changed.rpartition(".")[2]
+    hashes[changed_function] = "changed since"
+    records = {
+        "exit_code_by_key": {kept_first: 1, kept_second: 0, names[-1]: 1},  # the rest new
+        "hash_by_function_name": hashes,
+    }
+    mutation.KEPT.mkdir()
+    kept = mutation.kept_of(records, {}, "address")
+    (mutation.KEPT / "address.json").write_text(json.dumps(kept))
+
+    codes, sources = mutation.verdicts_without_records(["address", "policy"])
+    assert set(codes) == set(names)  # policy has no kept verdicts
+    assert codes[kept_first] == 1
+    assert codes[names[-1]] is None
+    assert codes[kept_second] == 0
+    assert [n for n in names if codes[n] is not None] == [kept_first, kept_second]
+    change = mutation.changes_of([kept_second], sources)[kept_second]
+    assert change.startswith("-") and "\n+" in change
+
+
 INTERRUPTIBLE = """
 import sys, time
 try:

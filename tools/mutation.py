@@ -53,6 +53,10 @@ records only tests it has not seen, so a function added since is reached, in its
 books, by the tests added with it alone."""
 CHILD_STATS = MUTANTS / "child-stats"
 """Where sitecustomize.py writes what each child of a test reaches (mutmut_children.py)."""
+KEPT = Path(__file__).resolve().parent / "verdicts"
+"""mutmut's verdicts kept in the repository, a file a module (<module>.json): mutants/
+is git-ignored and a run from scratch takes hours, so a fresh clone goes on from them.
+A verdict stands while mutmut's hash of its function's source is the same."""
 WORKERS = 2
 """The machine is shared: at most two mutants run at once."""
 
@@ -288,6 +292,7 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     modules, the mutants mutmut made meanwhile (as it starts, of the functions changed
     since its last run; it judges only those it is given by name). What mutmut judged
     for the first time is noted as judged against today's tests, even in a stopped run."""
+    restore_kept()
     recording_everything = not STATS.exists()  # mutmut records every test when it has no books
     before = mutmut_verdicts(modules)
     first: list[str] | None
@@ -387,21 +392,156 @@ def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
     return codes
 
 
-def changes_of(mutants: Iterable[str]) -> dict[str, str]:
+def changes_of(mutants: Iterable[str], sources: Mapping[str, str]) -> dict[str, str]:
+    """Each mutant's change, from mutmut's mutated copy of its module: in ``sources``
+    (module → the copy), or else the one in mutants/."""
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
     os.chdir(REPOSITORY)  # mutmut finds its records from the repository's root
     return {
-        mutant: change_of(get_diff_for_mutant(mutant, path=PACKAGE / f"{module_of(mutant)}.py"))
+        mutant: change_of(
+            get_diff_for_mutant(
+                mutant,
+                source=sources.get(module_of(mutant)),
+                path=PACKAGE / f"{module_of(mutant)}.py",
+            )
+        )
         for mutant in mutants
     }
+
+
+# -- the verdicts kept in the repository ---------------------------------------------
+
+
+Kept = dict[str, dict[str, object]]
+"""A module's kept verdicts: function → {"hash": mutmut's hash of its source,
+"verdicts": its mutants' exit codes (mutant 1 first; null: not judged),
+"lived_against": mutant number → the tests digest a mutant that lived was judged against}."""
+
+
+def kept_of(meta: Mapping[str, object], against: Mapping[str, str], module: str) -> Kept:
+    """What mutmut's records of a module (its .meta) say, to keep."""
+    codes = meta["exit_code_by_key"]
+    hashes = meta["hash_by_function_name"]
+    assert isinstance(codes, dict) and isinstance(hashes, dict)
+    by_function: dict[str, dict[int, int | None]] = {function: {} for function in hashes}
+    for mutant, code in codes.items():
+        function, _, number = mutant.removeprefix(f"pipost.{module}.").rpartition("__mutmut_")
+        by_function.setdefault(function, {})[int(number)] = code
+    kept: Kept = {}
+    for function in sorted(hashes):
+        numbered = by_function[function]
+        lived = {
+            str(n): against[f"pipost.{module}.{function}__mutmut_{n}"]
+            for n, code in numbered.items()
+            if STATUS_BY_EXIT_CODE.get(code) == LIVED
+            and f"pipost.{module}.{function}__mutmut_{n}" in against
+        }
+        kept[function] = {
+            "hash": hashes[function],
+            "verdicts": [numbered.get(n) for n in range(1, len(numbered) + 1)],
+            "lived_against": dict(sorted(lived.items(), key=lambda item: int(item[0]))),
+        }
+    return kept
+
+
+def verdicts_kept(kept: Kept, module: str, hashes: Mapping[str, str]) -> dict[str, int | None]:
+    """Mutant → exit code, of the functions whose hash is still ``hashes``' (today's)."""
+    codes: dict[str, int | None] = {}
+    for function, entry in kept.items():
+        verdicts = entry["verdicts"]
+        assert isinstance(verdicts, list)
+        same = hashes.get(function) == entry["hash"]
+        for n, code in enumerate(verdicts, 1):
+            codes[f"pipost.{module}.{function}__mutmut_{n}"] = code if same else None
+    return codes
+
+
+def against_kept(kept: Kept, module: str) -> dict[str, str]:
+    """Mutant that lived → the tests digest it was judged against."""
+    against: dict[str, str] = {}
+    for function, entry in kept.items():
+        lived = entry["lived_against"]
+        assert isinstance(lived, dict)
+        for n, digest in lived.items():
+            against[f"pipost.{module}.{function}__mutmut_{n}"] = digest
+    return against
+
+
+def read_kept(module: str) -> Kept | None:
+    path = KEPT / f"{module}.json"
+    return json.loads(path.read_text("utf-8")) if path.exists() else None
+
+
+def keep_verdicts(modules: Iterable[str]) -> None:
+    """Write what mutmut's records say of these modules into tools/verdicts/."""
+    against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    KEPT.mkdir(exist_ok=True)
+    for module in modules:
+        meta = MUTANTS / PACKAGE / f"{module}.py.meta"
+        if meta.exists():
+            kept = kept_of(json.loads(meta.read_text("utf-8")), against, module)
+            (KEPT / f"{module}.json").write_text(
+                json.dumps(kept, indent=1, ensure_ascii=False) + "\n", "utf-8"
+            )
+
+
+def restore_kept() -> None:
+    """Where mutants/ holds no records of a module, make them of its kept verdicts:
+    mutmut, as it makes the module's mutants, keeps the verdicts of the functions
+    whose hash has not changed, and judges the others."""
+    against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    for module in every_module():
+        meta = MUTANTS / PACKAGE / f"{module}.py.meta"
+        kept = read_kept(module)
+        if meta.exists() or kept is None:
+            continue
+        hashes = {function: str(entry["hash"]) for function, entry in kept.items()}
+        records = {
+            "exit_code_by_key": verdicts_kept(kept, module, hashes),
+            "hash_by_function_name": hashes,
+            "type_check_error_by_key": {},
+            "durations_by_key": {},
+            "estimated_durations_by_key": {},
+        }
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps(records, indent=1), "utf-8")
+        against |= against_kept(kept, module)
+    MUTANTS.mkdir(exist_ok=True)
+    JUDGED_AGAINST.write_text(json.dumps(against, indent=1), "utf-8")
+
+
+def verdicts_without_records(
+    modules: Iterable[str],
+) -> tuple[dict[str, int | None], dict[str, str]]:
+    """For --report-only, of the modules mutants/ holds no records of: the kept
+    verdicts, checked against the mutants mutmut makes of today's source (its
+    functions' hashes; a new mutant waits), and the mutated copies (module → code)."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    codes: dict[str, int | None] = {}
+    sources: dict[str, str] = {}
+    for module in modules:
+        kept = read_kept(module)
+        if (MUTANTS / PACKAGE / f"{module}.py.meta").exists() or kept is None:
+            continue
+        path = PACKAGE / f"{module}.py"
+        made = mutate_file_contents(str(path), (REPOSITORY / path).read_text("utf-8"))
+        judged = verdicts_kept(kept, module, made.hash_by_function_name)
+        for name in made.mutant_names:
+            mutant = f"pipost.{module}.{name}"
+            codes[mutant] = judged.get(mutant)
+        sources[module] = made.code
+    return codes, sources
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="modules of src/pipost (default: all)")
     parser.add_argument(
-        "--report-only", action="store_true", help="judge mutmut's last verdicts, run nothing"
+        "--report-only",
+        action="store_true",
+        help="judge the last verdicts (mutants/, or else tools/verdicts/), run nothing",
     )
     parser.add_argument(
         "--minutes",
@@ -422,19 +562,24 @@ def main(argv: list[str]) -> int:
     if not arguments.report_only:
         deadline = None if arguments.minutes is None else time.monotonic() + 60 * arguments.minutes
         outcome = run(modules, chosen=bool(arguments.modules), deadline=deadline)
+        keep_verdicts(modules)
         if outcome == FAILED:
             print("pi-post mutation: mutmut did not finish", file=sys.stderr)
             return 2
         if outcome == STOPPED:
             print(f"pi-post mutation: stopped after {arguments.minutes:g} minutes (--minutes)")
+    else:
+        keep_verdicts(modules)  # mutmut may have judged some by name (mutmut run NAME)
     codes = mutmut_verdicts(modules)
+    kept_codes, sources = verdicts_without_records(modules)
+    codes |= kept_codes
     status = {m: STATUS_BY_EXIT_CODE.get(c, f"not judged ({c})") for m, c in codes.items()}
     lived = [m for m, fate in status.items() if fate == LIVED]
     accounts = every_account()
     named = {account.function for account in accounts}
     waiting = [m for m, fate in status.items() if fate not in (KILLED, LIVED)]
     waiting = [m for m in waiting if function_of(m) in named]
-    judgement = judge(status, changes_of([*lived, *waiting]), accounts, modules)
+    judgement = judge(status, changes_of([*lived, *waiting], sources), accounts, modules)
     present = sorted({module_of(mutant) for mutant in codes})
     if arguments.draft:
         print("\n\n".join(draft(judgement.unaccounted, judgement.changes)))
