@@ -162,16 +162,29 @@ def test_a_mutant_said_to_have_no_tests_is_judged_again_once_the_books_map_tests
     assert mutation.reached_since(verdicts, reached) == {MUTANT}
 
 
+READ_AS_MUTMUT_READS = """
+import json, sys
+from mutmut.runners.harness import ListAllTestsResult
+from mutmut.state import state
+from mutmut.stats import load_stats
+
+test = sys.argv[1]
+loaded = load_stats()
+new = sorted(ListAllTestsResult(ids={test}).new_tests())
+mapped = {f: sorted(tests) for f, tests in state().tests_by_mangled_function_name.items()}
+print(json.dumps({"loaded": loaded, "new": new, "mapped": mapped}))
+"""
+"""In a process of its own: under mutmut, the test's process may be the one recording
+what every test reaches in mutmut's state (a reset_state() here once wiped what it
+had recorded of every test before this one)."""
+
+
 def test_recording_every_test_again_makes_each_new_to_mutmut_and_keeps_what_it_knew(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """mutmut records what a test reaches only when the test is new to it: read as
     mutmut reads its books, every test is new again, and no test it had mapped to a
     function is forgotten (nor any verdict, which it keeps elsewhere)."""
-    from mutmut.runners.harness import ListAllTestsResult
-    from mutmut.state import state
-    from mutmut.stats import load_stats
-
     test = "tests/test_policy.py::test_a_verdict"
     books = {
         "tests_by_mangled_function_name": {"pipost.policy.x_verdict": [test]},
@@ -181,15 +194,19 @@ def test_recording_every_test_again_makes_each_new_to_mutmut_and_keeps_what_it_k
     (tmp_path / "mutants").mkdir()
     (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps(books))
     monkeypatch.setattr(mutation, "STATS", tmp_path / "mutants" / "mutmut-stats.json")
-    monkeypatch.chdir(tmp_path)  # where mutmut finds its books
     mutation.record_every_test_again()
-    # A state of its own, the process's put back after: under mutmut, this process
-    # may be the one recording what every test reaches (a reset_state() here once
-    # wiped what it had recorded of every test before this one).
-    monkeypatch.setattr(sys.modules["mutmut.state"], "_state", None)
-    assert load_stats()
-    assert ListAllTestsResult(ids={test}).new_tests() == {test}
-    assert state().tests_by_mangled_function_name["pipost.policy.x_verdict"] == {test}
+    read = subprocess.run(
+        [sys.executable, "-c", READ_AS_MUTMUT_READS, test],
+        cwd=tmp_path,  # where mutmut finds its books
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(read.stdout) == {
+        "loaded": True,
+        "new": [test],
+        "mapped": {"pipost.policy.x_verdict": [test]},
+    }
 
 
 ADDRESS_HASHES = {"x_checked": "aaa", "x_is_address": "bbb", "x_address_of": "ccc"}
