@@ -286,41 +286,52 @@ def test_a_fresh_clone_gets_mutmuts_records_back_from_the_kept_verdicts(
     assert (mutation.KEPT / "address.json").read_text() == before
 
 
+SAMPLE = """
+def verdict(hops):
+    if hops > 3:
+        return "refuse"
+    return "deliver"
+
+
+def label(name):
+    return name.upper()
+"""
+"""A module to mutate (not one of src/pipost: under mutmut, those are its mutated copies)."""
+
+
 def test_a_report_without_mutmuts_records_judges_todays_mutants_by_the_kept_verdicts(
-    scratch_books: Path,
+    scratch_books: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A mutant of a function whose source changed since it was judged (its hash),
     or new since, waits; the others keep their verdicts, and their changes are read
     off the mutated copy mutmut makes of today's source."""
     from mutmut.mutation.file_mutation import mutate_file_contents
 
-    path = mutation.PACKAGE / "address.py"
-    made = mutate_file_contents(str(path), (mutation.REPOSITORY / path).read_text())
-    hashes = dict(made.hash_by_function_name)
-    names = [f"pipost.address.{name}" for name in made.mutant_names]
-    changed = mutation.function_of(names[-1])
-    others = [
-        n for n in names if mutation.function_of(n) not in (changed, mutation.function_of(names[0]))
-    ]
-    kept_first, kept_second = names[0], f"{mutation.function_of(others[0])}__mutmut_1"
-    changed_function = changed.rpartition(".")[2]
-    hashes[changed_function] = "changed since"
+    source = scratch_books / mutation.PACKAGE / "sample.py"
+    source.parent.mkdir(parents=True)
+    source.write_text(SAMPLE)
+    monkeypatch.setattr(mutation, "REPOSITORY", scratch_books)
+    monkeypatch.chdir(scratch_books)  # changes_of goes there
+    made = mutate_file_contents(str(mutation.PACKAGE / "sample.py"), SAMPLE)
+    names = [f"pipost.sample.{name}" for name in made.mutant_names]
+    verdicts = [n for n in names if "x_verdict__" in n]
+    labels = [n for n in names if "x_label__" in n]
+    assert len(verdicts) > 2 and labels
+    hashes = dict(made.hash_by_function_name) | {"x_label": "changed since"}
     records = {
-        "exit_code_by_key": {kept_first: 1, kept_second: 0, names[-1]: 1},  # the rest new
+        "exit_code_by_key": {verdicts[0]: 1, verdicts[1]: 0, labels[0]: 1},  # the rest new
         "hash_by_function_name": hashes,
     }
     mutation.KEPT.mkdir()
-    kept = mutation.kept_of(records, {}, "address")
-    (mutation.KEPT / "address.json").write_text(json.dumps(kept))
+    kept = mutation.kept_of(records, {}, "sample")
+    (mutation.KEPT / "sample.json").write_text(json.dumps(kept))
 
-    codes, sources = mutation.verdicts_without_records(["address", "policy"])
+    codes, sources = mutation.verdicts_without_records(["sample", "policy"])
     assert set(codes) == set(names)  # policy has no kept verdicts
-    assert codes[kept_first] == 1
-    assert codes[names[-1]] is None
-    assert codes[kept_second] == 0
-    assert [n for n in names if codes[n] is not None] == [kept_first, kept_second]
-    change = mutation.changes_of([kept_second], sources)[kept_second]
+    assert {n: c for n, c in codes.items() if c is not None} == {verdicts[0]: 1, verdicts[1]: 0}
+    change = mutation.changes_of([verdicts[1]], sources)[verdicts[1]]
     assert change.startswith("-") and "\n+" in change
+    assert "hops" in change
 
 
 INTERRUPTIBLE = """
