@@ -411,6 +411,15 @@ def mutated() -> dict[str, str]:
     return {name: os.environ[name] for name in harness if name in os.environ}
 
 
+def python_path_first(source: Path) -> str:
+    """PYTHONPATH for a child that runs the pipost of ``source`` (a copy of src/): it
+    first, then this process's own. Under nox -s mutation, that holds the recorder of
+    what each child reaches (tools/under_mutmut): without it, mutmut never learns that
+    the test reaches what only its child runs, and no mutant of it is tried there."""
+    given = [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
+    return os.pathsep.join([str(source), *given])
+
+
 C_LOCALE_WITHOUT_UTF8_MODE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 """The environment of a process under the C locale that Python neither coerces to
 C.UTF-8 nor meets in UTF-8 mode: it reads its arguments, and encodes a child's

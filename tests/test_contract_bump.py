@@ -20,7 +20,7 @@ from pathlib import Path
 from pipost import message
 from pipost.driver import PROTOCOL
 from pipost_conformance import INTEROP
-from tests.helpers import make_record, write_record
+from tests.helpers import make_record, python_path_first, write_record
 
 REPO = Path(__file__).resolve().parents[1]
 INTEROP_LETTER = INTEROP / "messages" / "s-6bb4b1bc7f53--1796078534364-bb43be6c.json"
@@ -49,7 +49,11 @@ class Copy:
     def run(
         self, *args: str, check: bool = True, stdin: str = ""
     ) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PYTHONPATH": str(self.tree / "src"), "PI_POST_DIR": str(self.root)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": python_path_first(self.tree / "src"),
+            "PI_POST_DIR": str(self.root),
+        }
         env.pop("PI_SESSION_ID", None)
         ran = subprocess.run(
             [sys.executable, *args],

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipost import cli, compatibility, contract, gate, mailbox
+from tests.helpers import python_path_first
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 # The versions the tree is at: a bump of any part leaves these tests standing.
@@ -54,7 +55,7 @@ def contract_in(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pipost contract`` run in ``tree`` on the pipost of ``source``
     (default: the tree's own)."""
-    env = {**os.environ, "PYTHONPATH": str((source or tree) / "src")}
+    env = {**os.environ, "PYTHONPATH": python_path_first((source or tree) / "src")}
     env.pop(gate._TREE_VARIABLE, None)
     return subprocess.run(
         [sys.executable, "-m", "pipost", "contract", *args],
