@@ -418,3 +418,34 @@ def test_a_test_far_past_its_unmutated_time_fails_as_hung_against_a_mutant_only(
     assert len(hung) == 2 * code, ran.stdout
     assert any("test_slow.py::test_two_seconds ran past" in line for line in hung) == bool(code)
     assert any("test_a_slow_fixture (setup) ran past" in line for line in hung) == bool(code)
+
+
+STARTS_ITSELF = """
+import subprocess, sys
+started = int(sys.argv[1])
+if started < 40:  # its own bound, so that a failing test starts no more than this
+    sys.exit(subprocess.run([sys.executable, __file__, str(started + 1)]).returncode)
+"""
+
+
+@pytest.mark.parametrize(
+    ("under_test", "code"), [("pipost.gate.x__rerun_in__mutmut_1", 70), ("", 0)]
+)
+def test_a_process_that_starts_itself_without_end_stops_past_sixteen_deep_against_a_mutant_only(
+    tmp_path: Path, under_test: str, code: int
+) -> None:
+    """Hundreds of processes, each starting the next, once filled memory and the
+    kernel killed mutmut; unmutated, as deep as the code goes."""
+    script = tmp_path / "starts_itself.py"
+    script.write_text(STARTS_ITSELF)
+    plugin = Path(mutation.__file__).parent / "under_mutmut"
+    environment = {"PYTHONPATH": str(plugin), "MUTANT_UNDER_TEST": under_test}
+    ran = subprocess.run(
+        [sys.executable, str(script), "1"],
+        env=os.environ | environment | {"PIPOST_MUTATION_DEPTH": "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == code, ran.stderr
+    assert ("processes nested 17 deep, past 16" in ran.stderr) == bool(code), ran.stderr

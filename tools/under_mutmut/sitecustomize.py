@@ -55,3 +55,14 @@ if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUT
                         pass
 
         state()._stats = _Written()
+
+# Against a mutant, a process that starts itself again without end (the contract
+# gate re-running itself once its guard is mutated away) fills memory with hundreds
+# of processes, and the kernel kills what it picks, mutmut among them. Each process
+# here is one deeper than the one that started it; past NESTED_AT_MOST, none starts.
+DEPTH, NESTED_AT_MOST = "PIPOST_MUTATION_DEPTH", 16
+_depth = int(os.environ.get(DEPTH, "0") or "0") + 1
+if _depth > NESTED_AT_MOST and os.environ.get("MUTANT_UNDER_TEST", "") not in ("", "stats", "fail"):
+    os.write(2, f"mutation: processes nested {_depth} deep, past {NESTED_AT_MOST}\n".encode())
+    os._exit(70)  # the test that started the chain fails: the mutant is killed
+os.environ[DEPTH] = str(_depth)
