@@ -24,6 +24,7 @@ account a mutant; 1 otherwise; 2 when mutmut could not run.
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import json
 import os
@@ -394,20 +395,33 @@ def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
 
 def changes_of(mutants: Iterable[str], sources: Mapping[str, str]) -> dict[str, str]:
     """Each mutant's change, from mutmut's mutated copy of its module: in ``sources``
-    (module → the copy), or else the one in mutants/."""
-    from mutmut.mutation.diff_apply import get_diff_for_mutant
+    (module → the copy, parsed once: a parse of a copy takes seconds), or else the
+    one in mutants/ (which mutmut indexes)."""
+    import libcst
+    from mutmut.mutation.diff_apply import (
+        get_diff_for_mutant,
+        read_mutant_function,
+        read_original_function,
+    )
 
     os.chdir(REPOSITORY)  # mutmut finds its records from the repository's root
-    return {
-        mutant: change_of(
-            get_diff_for_mutant(
-                mutant,
-                source=sources.get(module_of(mutant)),
-                path=PACKAGE / f"{module_of(mutant)}.py",
+    parsed = {module: libcst.parse_module(code) for module, code in sources.items()}
+    changes = {}
+    for mutant in mutants:
+        copy = parsed.get(module_of(mutant))
+        if copy is None:
+            diff = get_diff_for_mutant(mutant, path=PACKAGE / f"{module_of(mutant)}.py")
+        else:
+            original, mutated = (
+                libcst.Module([function]).code.strip().split("\n")
+                for function in (
+                    read_original_function(copy, mutant),
+                    read_mutant_function(copy, mutant),
+                )
             )
-        )
-        for mutant in mutants
-    }
+            diff = "\n".join(difflib.unified_diff(original, mutated, lineterm=""))
+        changes[mutant] = change_of(diff)
+    return changes
 
 
 # -- the verdicts kept in the repository ---------------------------------------------
@@ -519,6 +533,7 @@ def verdicts_without_records(
     functions' hashes; a new mutant waits), and the mutated copies (module → code)."""
     from mutmut.mutation.file_mutation import mutate_file_contents
 
+    os.chdir(REPOSITORY)  # mutmut reads its configuration (what not to mutate) from here
     codes: dict[str, int | None] = {}
     sources: dict[str, str] = {}
     for module in modules:
@@ -579,8 +594,8 @@ def main(argv: list[str]) -> int:
     named = {account.function for account in accounts}
     waiting = [m for m, fate in status.items() if fate not in (KILLED, LIVED)]
     waiting = [m for m in waiting if function_of(m) in named]
-    judgement = judge(status, changes_of([*lived, *waiting], sources), accounts, modules)
-    present = sorted({module_of(mutant) for mutant in codes})
+    present = sorted({module_of(mutant) for mutant in codes})  # those with verdicts
+    judgement = judge(status, changes_of([*lived, *waiting], sources), accounts, present)
     if arguments.draft:
         print("\n\n".join(draft(judgement.unaccounted, judgement.changes)))
         return 0
