@@ -154,6 +154,56 @@ def test_no_registry_and_no_inbox_yet_is_healthy() -> None:
     assert doctor.healthy(doctor.diagnose(facts))
 
 
+def subjects(facts: Facts) -> dict[str, str | None]:
+    return {finding.code: finding.subject for finding in doctor.diagnose(facts)}
+
+
+def test_the_findings_about_a_folder_or_the_drop_log_name_it_as_their_subject() -> None:
+    drops = f"{ROOT}/log/drops.jsonl"
+    assert subjects(healthy()) == {
+        "root-ok": ROOT,
+        "registry-ok": f"{ROOT}/registry",
+        "inbox-ok": f"{ROOT}/inbox",
+        "kernel-watch-ok": None,
+        "start-times-ok": None,
+        "temporaries-ok": None,
+        "quarantine-ok": None,
+        "drop-log-ok": drops,
+        "records-ok": None,
+        "mailboxes-ok": None,
+        "listeners-ok": None,
+        "contract-ok": None,
+    }
+    assert subjects(healthy(drop_log=(0, 0)))["drop-log-ok"] == drops
+    missing = healthy(
+        folders=(
+            folder("root"),
+            folder("registry", kind="missing"),
+            folder("inbox", kind="missing"),
+        )
+    )
+    assert subjects(missing)["registry-missing"] == f"{ROOT}/registry"
+    assert subjects(missing)["inbox-missing"] == f"{ROOT}/inbox"
+    assert subjects(healthy(folders=(folder("root", kind="missing"),)))["root-missing"] == ROOT
+
+
+def test_the_drop_log_size_counts_the_rotated_file_too() -> None:
+    (said,) = [
+        f.text for f in doctor.diagnose(healthy(drop_log=(2300, 1000))) if f.code == "drop-log-ok"
+    ]
+    assert said.startswith("the drop log holds 3.22 KiB (it rotates at 1 MiB")
+
+
+def test_a_root_with_no_permission_bits_at_all_shows_its_mode_as_it_is() -> None:
+    assert lines(healthy(folders=(folder("root", mode=0o000),)))[0] == (
+        "ok        root-ok: /home/dev/.pi/agent/post is a private folder of yours (mode 0000)"
+    )
+
+
+def test_a_folder_whose_owner_is_not_known_is_not_called_someone_elses() -> None:
+    assert codes(healthy(folders=(folder("root", owner=None),)))[0] == "root-ok"
+
+
 # -- the pure part: what needs attention --------------------------------------------------
 
 
@@ -165,6 +215,12 @@ def test_a_root_writable_by_others_is_reported_with_the_chmod_and_nothing_below_
     ]
     assert codes(facts) == ["root-mode", "kernel-watch-ok", "start-times-ok", "contract-ok"]
     assert lines(facts)[-1] == "1 finding needs attention"
+
+
+def test_several_findings_need_attention_in_the_plural() -> None:
+    assert lines(healthy(kernel_watch=False, start_times=False))[-1] == (
+        "2 findings need attention"
+    )
 
 
 def test_a_symlinked_root_is_reported_with_the_fix() -> None:
@@ -243,6 +299,15 @@ def test_a_folder_readable_by_others_but_not_writable_is_private_enough() -> Non
     assert doctor.healthy(doctor.diagnose(healthy(folders=(folder("root", mode=0o755),))))
 
 
+def test_a_mailbox_of_another_user_is_reported_with_your_uid() -> None:
+    box = f"{ROOT}/inbox/{BOB.address}"
+    assert needing_attention(with_broken("mailbox", "owner")[1]) == [
+        f"attention mailbox-owner: {box} is owned by uid 1001, not by you (uid 1000); pi-post "
+        f"only uses folders of your own — fix: chown 1000 {box} (as root), or set PI_POST_DIR "
+        "to a post office of your own"
+    ]
+
+
 def test_stale_temporaries_are_each_reported_with_the_sweep_as_fix() -> None:
     box = f"{ROOT}/inbox/{ALICE.address}"
     stale = Temporary(
@@ -312,6 +377,11 @@ def test_a_dead_pid_a_recycled_pid_and_a_stalled_session_are_reported() -> None:
         "end it (kill 4244) and resume it (cd /home/dev/stalled && pi --session sess-stalled) or "
         "start its pi-post listen again; its mail waits queued meanwhile",
     ]
+    assert [(f.code, f.subject) for f in doctor.diagnose(facts) if f.severity == ATTENTION] == [
+        ("dead-pid", crashed.address),
+        ("recycled-pid", recycled.address),
+        ("stalled", stalled.address),
+    ]
 
 
 def test_an_offline_record_without_a_pid_is_a_clean_shutdown() -> None:
@@ -374,6 +444,11 @@ def test_a_drop_log_past_its_rotation_size_is_reported() -> None:
         f"attention drop-log-oversize: {ROOT}/log/drops.jsonl is 1 MiB, over the 1 MiB at which "
         "receivers rotate the drop log: something other than pi-post wrote it — fix: move it "
         f"away: mv {ROOT}/log/drops.jsonl {ROOT}/log/drops.jsonl.old"
+    ]
+    oversize = healthy(drop_log=(LIMIT + 1, LIMIT + 1))
+    assert [f.subject for f in doctor.diagnose(oversize) if f.code == "drop-log-oversize"] == [
+        f"{ROOT}/log/drops.jsonl",
+        f"{ROOT}/log/drops.jsonl.1",
     ]
     assert lines(healthy(drop_log=(0, 0)))[7] == (
         "ok        drop-log-ok: no receiver has dropped a message"
@@ -622,6 +697,7 @@ def test_no_post_office_at_all_is_surveyed_without_making_one(tmp_path: Path) ->
     facts = survey(tmp_path / "nothing" / "post")
     assert not (tmp_path / "nothing").exists()
     assert doctor.diagnose(facts)[0].code == "root-missing"
+    assert facts.kernel_watch  # probed at tmp_path, the nearest folder there is
 
 
 def test_the_start_times_fact_comes_from_the_process_table(tmp_path: Path) -> None:
@@ -742,11 +818,12 @@ def test_the_drop_log_is_measured_and_a_missing_rotated_one_counts_nothing(tmp_p
     put(root / "log" / LOG_NAME, b"x" * 100)
     facts = survey(root)
     assert facts.drop_log == (100, 0)
-    (said,) = [f.text for f in doctor.diagnose(facts) if f.code == "drop-log-ok"]
-    assert said == (
+    (said,) = [f for f in doctor.diagnose(facts) if f.code == "drop-log-ok"]
+    assert said.text == (
         "the drop log holds 100 bytes (it rotates at 1 MiB, keeping one old file); "
         "pi-post log shows it"
     )
+    assert said.subject == str(root / "log" / LOG_NAME)  # the file that was measured
 
 
 def test_a_listeners_entry_that_is_a_symlink_is_not_entered(tmp_path: Path) -> None:
@@ -775,3 +852,31 @@ def test_a_folder_inside_a_mailbox_and_a_file_gone_meanwhile_are_no_temporaries(
     facts = survey(root)
     assert facts.temporaries == ()
     assert doctor.healthy(doctor.diagnose(facts))
+
+
+def test_a_file_gone_meanwhile_does_not_hide_the_temporaries_listed_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a"))
+    box = root / "inbox" / record.address
+    made(root, "inbox", record.address)
+    put(box / "a-renamed-meanwhile.json.tmp", b"{")
+    put(box / "x.json.tmp", b"{")
+    listed = files.Folder.names
+    # os.listdir's order is the file system's; sorted, the one gone comes first.
+    monkeypatch.setattr(files.Folder, "names", lambda self: sorted(listed(self)))
+    gone = FileNotFoundError(errno.ENOENT, "No such file or directory")
+    refusing(monkeypatch, "lstat", box, "a-renamed-meanwhile.json.tmp", gone)
+    assert [t.name for t in survey(root).temporaries] == ["x.json.tmp"]
+
+
+def test_a_temporarys_age_is_in_whole_milliseconds_since_it_was_written(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a"))
+    made(root, "inbox", record.address)
+    temporary = root / "inbox" / record.address / "x.json.tmp"
+    put(temporary, b"{")
+    written = (NOW - 1000) * 1_000_000 + 500_000  # half a millisecond past NOW - 1 s
+    os.utime(temporary, ns=(written, written), follow_symlinks=False)
+    assert survey(root).temporaries == (Temporary(str(temporary), "x.json.tmp", 1000),)
