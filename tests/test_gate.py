@@ -724,3 +724,70 @@ def test_a_new_corpus_case_shows_its_input_and_what_it_gives_now(
         "  at:   src/pipost/contract_corpus.json:1\n"
     ) in out.getvalue()
     assert out.getvalue().endswith("\nverdict: compatible changes only (exit 0)\n")
+
+
+def test_the_json_report_names_the_tree_its_base_each_part_and_a_problem_with_no_place() -> None:
+    """The keys docs/contract.md gives the document, on a report built by hand."""
+    report = gate.Report("/some/tree", checkout=True)
+    report.against = "0123456789abcdef0123456789abcdef01234567"
+    report.verdicts = [
+        compatibility.Verdict("record", RECORD, 2, compatibility.UNCHANGED, "sha256:feed", ())
+    ]
+    report.problems = [gate.Problem("contract.contradiction", "the schema refuses case x")]
+    assert gate.report_data(report, CHECKOUT) == {
+        "report": "pipost-contract",
+        "v": 1,
+        "tree": "/some/tree",
+        "checkout": True,
+        "against": "0123456789abcdef0123456789abcdef01234567",
+        "verdict": "breaking",
+        "exit": 1,
+        "cannot_run": None,
+        "parts": [
+            {
+                "part": "record",
+                "version": RECORD,
+                "revision": 2,
+                "state": "unchanged",
+                "fingerprint": "sha256:feed",
+            }
+        ],
+        "findings": [],
+        "problems": [
+            {
+                "rule": "contract.contradiction",
+                "text": "the schema refuses case x",
+                "file": None,
+                "line": None,
+            }
+        ],
+        "notes": [],
+    }
+
+
+def test_github_annotations_warn_of_a_compatible_finding_and_place_a_problem_that_has_one() -> None:
+    added = compatibility.Finding(
+        "record", "record.field-added", "field:host", "added", None, {"type": "string"}, False
+    )
+    report = gate.Report("/some/tree", checkout=True)
+    state = compatibility.COMPATIBLE
+    report.verdicts = [compatibility.Verdict("record", RECORD, 2, state, "sha256:feed", (added,))]
+    report.problems = [
+        gate.Problem("pins.edited", "edited by hand", ("src/pipost/contract_pins.json", 7)),
+        gate.Problem("contract.contradiction", "the schema refuses case x"),
+    ]
+    out = io.StringIO()
+    gate.print_github(report, CHECKOUT, out)
+    path, line = gate.where(CHECKOUT, added)
+    assert out.getvalue() == (
+        f"::warning file={path},line={line},title=record.field-added::record field:host added "
+        f"(record.field-added). pi-post contract --pin   # pins record v{RECORD} revision 3\n"
+        "::error file=src/pipost/contract_pins.json,line=7,title=pins.edited::edited by hand\n"
+        "::error title=contract.contradiction::the schema refuses case x\n"
+        "contract verdict: breaking (exit 1)\n"
+    )
+
+
+def test_annotation_text_escapes_percent_and_line_breaks_as_github_documents() -> None:
+    # % first, so that a %0A already in the text is not read back as a line break.
+    assert gate._escape("100%\r\nnow %0A") == "100%25%0D%0Anow %250A"
