@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -131,6 +132,14 @@ def test_a_post_office_not_made_yet_is_healthy_and_only_the_machine_is_checked()
         "ok        root-missing: there is no post office at /home/dev/.pi/agent/post yet: the "
         "first send or listen makes it (PI_POST_DIR chooses another)"
     )
+    assert doctor.healthy(doctor.diagnose(facts))
+
+
+def test_a_snapshot_given_no_counts_has_none_of_them() -> None:
+    facts = Facts(
+        ROOT, UID, NOW, True, healthy().folders, True, True, ContractFacts(1, FINGERPRINT, True)
+    )
+    assert (facts.queued, facts.quarantined, facts.listening) == ({}, {}, {})
     assert doctor.healthy(doctor.diagnose(facts))
 
 
@@ -384,6 +393,13 @@ def test_a_dead_pid_a_recycled_pid_and_a_stalled_session_are_reported() -> None:
     ]
 
 
+def test_the_sessions_running_are_the_live_ones() -> None:
+    carol = make_record("sess-carol", "/home/dev/carol", name="carol", pid=4300, pid_start="c")
+    facts = healthy(sessions=(*healthy().sessions, SessionFacts(carol, Presence.LIVE, "c")))
+    (said,) = [f.text for f in doctor.diagnose(facts) if f.code == "records-ok"]
+    assert said.startswith("3 sessions registered, 2 running;")
+
+
 def test_an_offline_record_without_a_pid_is_a_clean_shutdown() -> None:
     assert "records-ok" in codes(healthy(sessions=(SessionFacts(BOB, Presence.OFFLINE, None),)))
 
@@ -414,6 +430,8 @@ def test_full_and_nearly_full_mailboxes_are_reported_by_name_or_address() -> Non
     }
     facts = healthy(queued={ALICE.address: 45, orphan: 50})
     assert needing_attention(facts) == [expected[address] for address in sorted(expected)]
+    assert subjects(facts)["mailbox-near-cap"] == ALICE.address
+    assert subjects(facts)["mailbox-full"] == orphan
 
 
 def test_set_aside_letters_are_reported_per_address_the_cap_apart() -> None:
@@ -495,6 +513,14 @@ def test_a_session_with_two_listeners_is_reported_with_their_pids() -> None:
     ]
     (several,) = [f for f in doctor.diagnose(facts) if f.code == "listeners-several"]
     assert several.subject == ALICE.address
+
+
+def test_the_fix_for_three_listeners_ends_the_two_after_the_first() -> None:
+    facts = healthy(listening={ALICE.address: (4242, 4250, 4251)})
+    (several,) = [f for f in doctor.diagnose(facts) if f.code == "listeners-several"]
+    assert several.fix == (
+        "if that is not on purpose (pi-post listen --also), stop all but one: kill 4250 4251"
+    )
 
 
 def test_a_contract_that_differs_from_its_pin_is_reported() -> None:
@@ -705,6 +731,10 @@ def test_the_start_times_fact_comes_from_the_process_table(tmp_path: Path) -> No
     assert survey(tmp_path, FakeProcessTable({os.getpid(): "x"})).start_times is True
 
 
+def test_the_linux_fact_says_whether_this_system_is_linux(tmp_path: Path) -> None:
+    assert survey(tmp_path).linux is (sys.platform == "linux")
+
+
 def test_the_contract_fact_is_the_pinned_contract(tmp_path: Path) -> None:
     facts = survey(tmp_path)
     newest = latest(contract.load_pins(), "message")
@@ -880,3 +910,64 @@ def test_a_temporarys_age_is_in_whole_milliseconds_since_it_was_written(tmp_path
     written = (NOW - 1000) * 1_000_000 + 500_000  # half a millisecond past NOW - 1 s
     os.utime(temporary, ns=(written, written), follow_symlinks=False)
     assert survey(root).temporaries == (Temporary(str(temporary), "x.json.tmp", 1000),)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "why"),
+    [
+        (None, "folder", None),
+        (FileNotFoundError(errno.ENOENT, "No such file or directory"), "missing", None),
+        (PermissionError(errno.EACCES, "Permission denied"), "unreadable", "Permission denied"),
+    ],
+    ids=["folder", "gone-meanwhile", "unreadable"],
+)
+def test_the_facts_of_a_mailbox_folder_carry_its_address(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    error: OSError | None,
+    kind: str,
+    why: str | None,
+) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a"))
+    deposit(root, record.address, make_message(NOW))
+    if error is not None:  # between the listing of inbox/ and the lstat of its entry
+        refusing(monkeypatch, "lstat", root / "inbox", record.address, error)
+    owner, mode = (os.geteuid(), 0o700) if error is None else (None, None)
+    (box,) = [f for f in survey(root).folders if f.role == "mailbox"]
+    assert box == FolderFacts(
+        "mailbox", str(root / "inbox" / record.address), kind, owner, mode, why, record.address
+    )
+    assert box.address == record.address  # read back, not only compared with a FolderFacts
+
+
+def test_without_a_log_folder_the_drop_log_measures_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    write_record(root, make_record("sess-a", "/home/dev/a"))
+    facts = survey(root)
+    assert [f.kind for f in facts.folders if f.role == "log"] == ["missing"]
+    assert facts.drop_log == (0, 0)
+
+
+def test_letters_set_aside_are_counted_per_address(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    record = write_record(root, make_record("sess-a", "/home/dev/a"))
+    for sent_at in (NOW, NOW + 1):
+        letter = deposit(root, record.address, make_message(sent_at))
+        set_aside(root, record.address, os.path.basename(letter), "not JSON")
+    assert survey(root).quarantined == {record.address: 2}
+
+
+def test_a_listeners_entry_not_entered_does_not_hide_the_ones_after_it(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    # The survey goes through the entries sorted: the one it does not enter comes first.
+    linked, listened = sorted((address_of("sess-a"), address_of("sess-b")))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    listening = listeners.join(root, listened)
+    try:
+        (root / "listeners" / linked).symlink_to(elsewhere)
+        facts = survey(root)
+    finally:
+        listening.leave()
+    assert facts.listening == {listened: (os.getpid(),)}
