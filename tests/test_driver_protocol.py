@@ -92,6 +92,20 @@ def test_a_protocol_the_driver_does_not_speak_is_an_error_and_opens_nothing(
     ]
 
 
+def test_open_gives_the_world_the_home_and_the_clock_it_names(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    register: dict[str, Json] = {"session_id": "s", "cwd": str(tmp_path / "project"), "name": "p"}
+    answers = served(
+        {"id": 1, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL, now=1_234)},
+        {"id": 2, "op": "advance_clock", "args": {"ms": 0}},
+        {"id": 3, "op": "register", "args": register},
+        {"id": 4, "op": "resolve", "args": {"handle": "~/project", "cwd": "/"}},
+    )
+    assert answers[1] == {"id": 2, "result": {"now": 1_234}}
+    resolved = answers[3]["result"]
+    assert isinstance(resolved, dict) and resolved["address"] == address_of("s")
+
+
 def test_a_shim_over_serve_names_its_own_implementation(tmp_path: Path) -> None:
     port: dict[str, Json] = {"name": "my-port", "version": "0.3.0", "language": "Python"}
     out = io.StringIO()
@@ -237,9 +251,9 @@ def test_a_parse_without_exactly_one_letter_in_a_known_spelling_is_a_misuse(
 DEAF_AFTER_OPEN = f"""
 import json, os, sys, time
 request = json.loads(sys.stdin.readline())
+os.close(0)  # stops reading before it answers (so the next call finds no reader), runs on
 print(json.dumps({{"id": request["id"], "result": {{"root": "/", "protocol": {PROTOCOL}}}}}),
       flush=True)
-os.close(0)  # stops reading, and runs on
 time.sleep(60)
 """
 

@@ -216,6 +216,14 @@ def test_the_world_of_the_driver_refuses_with_codes_too(driver: InProcessDriver)
         }
 
 
+def test_a_process_starts_with_the_pid_it_is_given_while_no_process_has_it(
+    driver: InProcessDriver,
+) -> None:
+    assert driver.call("process_start", pid=4242) == {"pid": 4242}
+    assert driver.call("process_stop", pid=4242) == {"pid": 4242}
+    assert driver.call("process_start", pid=4242) == {"pid": 4242}, "a pid free again"
+
+
 @pytest.mark.parametrize("op", ["record", "peek", "count", "take"])
 def test_a_malformed_address_is_refused_before_any_path_is_built(
     driver: InProcessDriver, op: str

@@ -5,16 +5,22 @@ resume mode, the poll, retries on the world's clock, and drops as codes."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import sys
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from pipost import droplog
+from pipost import driver as driver_module
+from pipost import droplog, host, mailbox
 from pipost.driver import (
+    RACE_ENTRY_S,
     DriverError,
     InProcessDriver,
     Json,
@@ -22,7 +28,8 @@ from pipost.driver import (
     SubprocessDriver,
     ValidatingDriver,
 )
-from tests.helpers import FailingUnlinks
+from pipost.reception import Outcome
+from tests.helpers import FailingUnlinks, claim_named, entered_count, put
 
 SESSION = "bob-session"
 
@@ -212,6 +219,187 @@ def test_a_race_whose_receivers_fail_says_the_failure_as_any_operation_does(
     assert len(list((tmp_path / "elsewhere").iterdir())) == 1
 
 
+def test_a_race_in_which_one_receiver_fails_says_that_failure(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    send(driver, "one receiver fails")
+    first = threading.Lock()
+    real_drain = host.Host.drain
+
+    def first_drain_fails(receiver: host.Host, *, at_startup: bool = False) -> list[Outcome]:
+        if first.acquire(blocking=False):  # one thread only; the other drains as ever
+            raise OSError(errno.EIO, os.strerror(errno.EIO), "/post/inbox")
+        return real_drain(receiver, at_startup=at_startup)
+
+    monkeypatch.setattr(host.Host, "drain", first_drain_fails)
+
+    result = driver.call("race", session_id=SESSION, receivers=["one", "two"], context="plain")
+
+    assert result == {"failed": {"code": "io_error", "text": "Input/output error: /post/inbox"}}
+
+
+def test_a_race_makes_its_new_receivers_with_the_context_it_names(
+    driver: InProcessDriver,
+) -> None:
+    driver.call("race", session_id=SESSION, receivers=["one", "two"], context="plain")
+    for receiver in ("one", "two"):
+        assert bodies(driver.call("deliver", session_id=SESSION, receiver=receiver)) == []
+        with pytest.raises(DriverError, match="is not 'ledger'"):
+            driver.call("deliver", session_id=SESSION, receiver=receiver, context="ledger")
+
+
+def test_receivers_that_ran_before_take_the_mail_of_a_race_as_live_mail(
+    driver: InProcessDriver,
+) -> None:
+    """Under resume "stage" only a receiver's start-up drain stages what waits: for a
+    receiver that runs on, a race's mail arrived live, and wakes the session."""
+    for receiver in ("one", "two"):
+        driver.call("deliver", session_id=SESSION, receiver=receiver, resume="stage")
+    for n in range(4):
+        send(driver, f"live {n}", f"process:sender-{n}")
+
+    result = driver.call("race", session_id=SESSION, receivers=["one", "two"])
+
+    runs = listed(result["receivers"])
+    assert [e["wake"] for run in runs for e in entries(run)] == [True] * 4
+
+
+class RaceLog:
+    """What each receiver of a race did, in the order its thread did it: its drains
+    (``("drain", at_startup, letters taken, letters entered)``), the pauses of the
+    entries inside them (``("entry", s)``) and its pauses between drains (``("pause",
+    s)``). A receiver that drains more than ``bound`` times fails the race, which
+    then ends instead of hanging the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, bound: int = 100) -> None:
+        self.threads: dict[int, list[tuple[Json, ...]]] = {}
+        draining = threading.local()
+        real_drain, real_sleep = host.Host.drain, time.sleep
+
+        def drain(receiver: host.Host, *, at_startup: bool = False) -> list[Outcome]:
+            done = self.threads.setdefault(threading.get_ident(), [])
+            if len(done) > bound:
+                raise AssertionError(f"a receiver drained more than {bound} times")
+            draining.now = True
+            try:
+                taken = real_drain(receiver, at_startup=at_startup)
+            finally:
+                draining.now = False
+            done.append(("drain", at_startup, len(taken), entered_count(taken)))
+            return taken
+
+        def sleep(seconds: float) -> None:
+            done = self.threads.get(threading.get_ident())
+            if done is not None:  # a receiver's thread, once it drained
+                done.append(("entry" if draining.now else "pause", seconds))
+            real_sleep(seconds)
+
+        monkeypatch.setattr(host.Host, "drain", drain)
+        monkeypatch.setattr(time, "sleep", sleep)
+
+    def drains(self) -> list[list[tuple[Json, ...]]]:
+        """Each receiver's drains, in order: ``(at_startup, taken, entered)``."""
+        return [[e[1:] for e in done if e[0] == "drain"] for done in self.threads.values()]
+
+
+IDLE_DRAINS = 3
+"""RACE_IDLE_DRAINS in the tests that count drains: a few, so a count is quick."""
+
+
+def paced(done: list[tuple[Json, ...]]) -> list[tuple[Json, ...]]:
+    """A receiver's log as a race paces it: each entry takes RACE_ENTRY_S, so
+    receivers overlap, and a drain that took nothing is followed by a millisecond's
+    pause that leaves the letters to the receivers that hold them."""
+    expected: list[tuple[Json, ...]] = []
+    for event in done:
+        if event[0] == "drain":
+            _, _, taken, entered = event
+            assert isinstance(entered, int)
+            expected += [("entry", RACE_ENTRY_S)] * entered + [event]
+            expected += [] if taken else [("pause", 0.001)]
+    return expected
+
+
+def gave_up_idle(drains: list[tuple[Json, ...]]) -> bool:
+    """Whether a receiver's drains end with exactly IDLE_DRAINS in a row that took
+    nothing: those end its part in the race, and no fewer do."""
+    taking = [n for n, (_, taken, _) in enumerate(drains) if taken]
+    idle_at_end = len(drains) - (taking[-1] + 1 if taking else 0)
+    return idle_at_end == IDLE_DRAINS
+
+
+def test_a_race_over_one_letter_ends_when_its_taker_took_it(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver that claimed the letter enters it in its first drain, unlinks it
+    at the first try and stops, the mailbox empty; the other drains only while the
+    letter is held, if at all."""
+    monkeypatch.setattr(driver_module, "RACE_IDLE_DRAINS", IDLE_DRAINS)
+    sent = send(driver, "the only letter")
+    log = RaceLog(monkeypatch)
+
+    result = driver.call("race", session_id=SESSION, receivers=["one", "two"], context="plain")
+
+    entered = [str(field_of(e, "id")) for run in listed(result["receivers"]) for e in entries(run)]
+    assert entered == [sent] and queued(driver) == 0
+    # The receivers whose drains entered something: a drain that found the letter
+    # gone under its lock takes it too (as "left"), and enters nothing.
+    takers = [drains for drains in log.drains() if any(n for _, _, n in drains)]
+    assert takers == [[(True, 1, 1)]]
+    assert [paced(done) for done in log.threads.values()] == list(log.threads.values())
+
+
+def test_receivers_give_up_a_letter_held_outside_the_race_after_drains_that_take_nothing(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(driver_module, "RACE_IDLE_DRAINS", IDLE_DRAINS)
+    held = send(driver, "held by a receiver outside the race")
+    address = str(driver.call("address_of", session_id=SESSION)["address"])
+    claim = claim_named(driver.root, address, f"{held}.json")
+    assert claim is not None
+    log = RaceLog(monkeypatch)
+    try:
+        result = driver.call("race", session_id=SESSION, receivers=["one", "two"])
+    finally:
+        claim.release()
+
+    assert [entries(run) for run in listed(result["receivers"])] == [[], []]
+    assert log.drains() == [[(True, 0, 0)] + [(False, 0, 0)] * (IDLE_DRAINS - 1)] * 2
+    assert [paced(done) for done in log.threads.values()] == list(log.threads.values())
+
+
+def test_each_receiver_of_a_race_drains_until_it_takes_nothing_more_and_reports_all_it_took(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A letter held outside the race keeps every receiver draining after the rest
+    is taken: each reports what all its drains took, the set-aside letter too."""
+    monkeypatch.setattr(driver_module, "RACE_IDLE_DRAINS", IDLE_DRAINS)
+    held = send(driver, "held by a receiver outside the race")
+    sent = send(driver, "taken in the race", "process:other")
+    address = str(driver.call("address_of", session_id=SESSION)["address"])
+    not_a_message = "0000000000001-0badbad0.json"
+    put(Path(mailbox.inbox_of(driver.root, address)) / not_a_message, b"[]")
+    claim = claim_named(driver.root, address, f"{held}.json")
+    assert claim is not None
+    log = RaceLog(monkeypatch)
+    try:
+        result = driver.call("race", session_id=SESSION, receivers=["one", "two"])
+    finally:
+        claim.release()
+
+    runs = listed(result["receivers"])
+    assert [str(field_of(e, "id")) for run in runs for e in entries(run)] == [sent]
+    set_aside = [
+        letter for run in runs if isinstance(run, dict) for letter in listed(run["set_aside"])
+    ]
+    assert [letter["name"] for letter in set_aside if isinstance(letter, dict)] == [not_a_message]
+    assert len(set_aside) == 1
+    for drains in log.drains():
+        assert [at_startup for at_startup, _, _ in drains] == [True] + [False] * (len(drains) - 1)
+        assert gave_up_idle(drains), drains
+    assert [paced(done) for done in log.threads.values()] == list(log.threads.values())
+
+
 # -- modes, retries, the poll ----------------------------------------------------------
 
 
@@ -320,8 +508,9 @@ def test_a_receivers_context_and_session_are_fixed_when_it_first_runs(
         driver.call("deliver", session_id=SESSION, receiver="one", context="ledger")
     with pytest.raises(DriverError, match="receives for another session"):
         driver.call("deliver", session_id="alice-session", receiver="one")
-    with pytest.raises(DriverError, match="two or more receivers"):
-        driver.call("race", session_id=SESSION, receivers=["one", "one"])
+    for receivers in (["one"], ["one", "one"]):
+        with pytest.raises(DriverError, match=r"^race: receivers names two or more receivers,"):
+            driver.call("race", session_id=SESSION, receivers=list[Json](receivers))
 
 
 # -- the protocol's schema ------------------------------------------------------------

@@ -51,6 +51,18 @@ def test_parse_carries_the_code_the_facts_and_the_text(driver: InProcessDriver) 
     assert parse_bytes(driver, b"\xff") == {"rejected": {"code": "not_utf8", "text": "not UTF-8"}}
 
 
+def test_parse_reads_a_letter_as_the_bytes_it_would_be_on_disk(driver: InProcessDriver) -> None:
+    """A lone surrogate in ``text`` is the invalid UTF-8 a file would hold there, and
+    empty base64 is an empty file, as empty text is."""
+    assert driver.call("parse", text='{"v": 1, "body": "\ud800"}') == {
+        "rejected": {"code": "not_utf8", "text": "not UTF-8"}
+    }
+    empty = driver.call("parse", raw_base64="")
+    assert empty == driver.call("parse", text="")
+    rejected = empty["rejected"]
+    assert isinstance(rejected, dict) and rejected["code"] == "not_json"
+
+
 def test_parse_names_the_field_dotted_and_the_id_mismatch(driver: InProcessDriver) -> None:
     letter = (
         '{"v":1,"id":"0000000000001-0badbad0","from":{"kind":"robot","name":"x"},'

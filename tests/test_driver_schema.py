@@ -208,6 +208,22 @@ def test_a_wrong_answer_or_request_is_a_driver_error_naming_the_op_and_the_path(
     assert str(caught.value).startswith(error), caught.value
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"id": 1},
+        {"id": 1, "result": {"count": 0}, "checksum": 7},
+        {"id": 1, "error": 404},
+    ],
+)
+def test_an_answer_line_outside_the_protocol_is_a_driver_error_naming_the_op(
+    answer: dict[str, Json],
+) -> None:
+    with pytest.raises(DriverError) as caught:
+        ProtocolSchema().check_answer("count", answer)
+    assert str(caught.value).startswith("count: the answer breaks the protocol at $"), caught.value
+
+
 WRONG_COUNT = """
 import json, sys
 for line in sys.stdin:
