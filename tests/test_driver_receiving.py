@@ -349,11 +349,11 @@ def test_a_race_over_one_letter_ends_when_its_taker_took_it(
     assert [paced(done) for done in log.threads.values()] == list(log.threads.values())
 
 
-def test_receivers_give_up_a_letter_held_outside_the_race_after_drains_that_take_nothing(
-    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(driver_module, "RACE_IDLE_DRAINS", IDLE_DRAINS)
-    held = send(driver, "held by a receiver outside the race")
+def race_while_held(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch, held: str
+) -> tuple[dict[str, Json], RaceLog]:
+    """A race of two receivers while letter ``held`` is locked by a receiver outside
+    it, so that the mailbox is never empty: what the race gave, and its log."""
     address = str(driver.call("address_of", session_id=SESSION)["address"])
     claim = claim_named(driver.root, address, f"{held}.json")
     assert claim is not None
@@ -362,6 +362,15 @@ def test_receivers_give_up_a_letter_held_outside_the_race_after_drains_that_take
         result = driver.call("race", session_id=SESSION, receivers=["one", "two"])
     finally:
         claim.release()
+    return result, log
+
+
+def test_receivers_give_up_a_letter_held_outside_the_race_after_drains_that_take_nothing(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(driver_module, "RACE_IDLE_DRAINS", IDLE_DRAINS)
+    held = send(driver, "held by a receiver outside the race")
+    result, log = race_while_held(driver, monkeypatch, held)
 
     assert [entries(run) for run in listed(result["receivers"])] == [[], []]
     assert log.drains() == [[(True, 0, 0)] + [(False, 0, 0)] * (IDLE_DRAINS - 1)] * 2
@@ -379,13 +388,7 @@ def test_each_receiver_of_a_race_drains_until_it_takes_nothing_more_and_reports_
     address = str(driver.call("address_of", session_id=SESSION)["address"])
     not_a_message = "0000000000001-0badbad0.json"
     put(Path(mailbox.inbox_of(driver.root, address)) / not_a_message, b"[]")
-    claim = claim_named(driver.root, address, f"{held}.json")
-    assert claim is not None
-    log = RaceLog(monkeypatch)
-    try:
-        result = driver.call("race", session_id=SESSION, receivers=["one", "two"])
-    finally:
-        claim.release()
+    result, log = race_while_held(driver, monkeypatch, held)
 
     runs = listed(result["receivers"])
     assert [str(field_of(e, "id")) for run in runs for e in entries(run)] == [sent]
