@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import cli, compatibility, contract, gate, mailbox
+from pipost import cli, compatibility, contract, gate, mailbox, message
 from tests.helpers import python_path_first
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -681,6 +681,11 @@ def test_a_checkout_whose_pipost_does_not_load_cannot_run(tmp_path: Path) -> Non
     assert ran.stderr == f"pi-post: could not load pipost from {tree / 'src'}\n"
 
 
+CORPUS = "src/pipost/contract_corpus.json"
+MESSAGE_SCHEMA = f"src/pipost/schemas/message.v{message.VERSION}.schema.json"
+PI_POST_07_CASE = "process-letter-of-pi-post-0.7"
+
+
 def line_number(path: str, needle: str) -> int:
     lines = (CHECKOUT / path).read_text(encoding="utf-8").splitlines()
     return next(n for n, line in enumerate(lines, 1) if needle in line)
@@ -692,8 +697,28 @@ def line_number(path: str, needle: str) -> int:
         ("address", "derive:abc", "added", "src/pipost/contract_corpus.json", '"abc"'),
         ("message", "parse:unknown-field", "changed", "src/pipost/message.py", "def parse"),
         ("tree", "name:record", "changed", "src/pipost/contract.py", '"tree": '),
+        ("message", f"parse:{PI_POST_07_CASE}", "added", CORPUS, f'"{PI_POST_07_CASE}"'),
+        ("message", "encode:process-letter", "added", CORPUS, '"process-letter"'),
+        ("cli", "output:unknown-command", "added", CORPUS, '"unknown-command"'),
+        ("message", "field:body", "changed", MESSAGE_SCHEMA, '"body"'),
+        ("message", "required", "changed", MESSAGE_SCHEMA, '"required"'),
+        ("message", "closed", "changed", MESSAGE_SCHEMA, '"additionalProperties"'),
+        ("message", "schema", "changed", MESSAGE_SCHEMA, '"$id"'),
+        ("driver", "op:open", "changed", "src/pipost/schemas/driver.v1.schema.json", '"open"'),
     ],
-    ids=["a new corpus case", "a case of the parser", "a facet with no place of its own"],
+    ids=[
+        "a new corpus case",
+        "a case of the parser",
+        "a facet with no place of its own",
+        "a new case of the parser",
+        "a new case of the encoder",
+        "a new case of the command line's output",
+        "a field of a schema",
+        "what a schema requires",
+        "a schema closed to other fields",
+        "a schema's id",
+        "an op of the driver's schema",
+    ],
 )
 def test_a_finding_points_at_the_line_to_change(
     part: str, facet: str, change: str, file: str, needle: str
