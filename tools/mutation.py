@@ -304,7 +304,7 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     else:
         first = sorted(m for m, code in before.items() if code is None) or None
     digest = tests_digest()
-    against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    against = judged_against()
     outcome = FINISHED
     judged_before = {m for m, code in before.items() if code is not None}
 
@@ -379,6 +379,16 @@ def record_every_test_again() -> None:
     STATS.write_text(json.dumps(books), "utf-8")
 
 
+def judged_against() -> dict[str, str]:
+    """Mutant that lived → the tests digest it was judged against (JUDGED_AGAINST)."""
+    return json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+
+
+def records_of(module: str) -> Path:
+    """mutmut's records of a module's mutants: mutants/src/pipost/<module>.py.meta."""
+    return MUTANTS / PACKAGE / f"{module}.py.meta"
+
+
 def every_module() -> list[str]:
     return sorted(p.stem for p in (REPOSITORY / PACKAGE).glob("*.py") if p.stem != "__init__")
 
@@ -387,7 +397,7 @@ def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
     """Mutant → mutmut's exit code, from its records (mutants/src/pipost/<module>.py.meta)."""
     codes: dict[str, int | None] = {}
     for module in modules:
-        meta = MUTANTS / PACKAGE / f"{module}.py.meta"
+        meta = records_of(module)
         if meta.exists():
             codes |= json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
     return codes
@@ -489,10 +499,10 @@ def read_kept(module: str) -> Kept | None:
 
 def keep_verdicts(modules: Iterable[str]) -> None:
     """Write what mutmut's records say of these modules into tools/verdicts/."""
-    against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    against = judged_against()
     KEPT.mkdir(exist_ok=True)
     for module in modules:
-        meta = MUTANTS / PACKAGE / f"{module}.py.meta"
+        meta = records_of(module)
         if meta.exists():
             kept = kept_of(json.loads(meta.read_text("utf-8")), against, module)
             (KEPT / f"{module}.json").write_text(
@@ -504,9 +514,9 @@ def restore_kept() -> None:
     """Where mutants/ holds no records of a module, make them of its kept verdicts:
     mutmut, as it makes the module's mutants, keeps the verdicts of the functions
     whose hash has not changed, and judges the others."""
-    against = json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    against = judged_against()
     for module in every_module():
-        meta = MUTANTS / PACKAGE / f"{module}.py.meta"
+        meta = records_of(module)
         kept = read_kept(module)
         if meta.exists() or kept is None:
             continue
@@ -538,7 +548,7 @@ def verdicts_without_records(
     sources: dict[str, str] = {}
     for module in modules:
         kept = read_kept(module)
-        if (MUTANTS / PACKAGE / f"{module}.py.meta").exists() or kept is None:
+        if records_of(module).exists() or kept is None:
             continue
         path = PACKAGE / f"{module}.py"
         made = mutate_file_contents(str(path), (REPOSITORY / path).read_text("utf-8"))
