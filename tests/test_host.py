@@ -1956,9 +1956,15 @@ def test_what_outlives_the_shell_is_probed_without_a_signal_and_killed_after_the
     """Once the shell is gone its group is only probed (signal 0) until the grace ends,
     then killed: nothing but TERM and KILL reaches what the command started."""
     monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 0.5)
-    context = ExecContext(NOTING_ORPHAN, {"OUT": str(tmp_path)}, timeout_s=0.3)
-    with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
-        context.enter(_delivery())
+    # A shell cannot trap a signal that was ignored when it started, and a run under
+    # nohup ignores HUP: the command inherits SIG_IGN, never a handler of ours.
+    before = signal.signal(signal.SIGHUP, lambda signum, frame: None)
+    try:
+        context = ExecContext(NOTING_ORPHAN, {"OUT": str(tmp_path)}, timeout_s=0.3)
+        with pytest.raises(host.EntryFailed, match=r"timed out after 0\.3 s"):
+            context.enter(_delivery())
+    finally:
+        signal.signal(signal.SIGHUP, before)
     assert eventually(lambda: process_gone(_child_pid(tmp_path / "child")))
     assert not (tmp_path / "signals").exists()
 
