@@ -27,7 +27,7 @@ from pipost.driver import (
     TransportError,
     serve,
 )
-from tests.helpers import PIPOST_DRIVER, process_gone
+from tests.helpers import PIPOST_DRIVER, deposit, make_message, process_gone
 
 
 def served(*requests: dict[str, Json]) -> list[dict[str, Json]]:
@@ -221,6 +221,19 @@ def test_open_with_arguments_it_does_not_take_is_an_error_and_opens_nothing(
     assert not (tmp_path / "post").exists()
 
 
+def test_an_error_for_a_line_that_is_no_request_carries_a_null_id(tmp_path: Path) -> None:
+    """A line that is not a JSON object has no id to echo: its error line's id is
+    null, as the example shim of docs/conformance.md answers it."""
+    out = io.StringIO()
+    serve(io.StringIO("{not json\n[1, 2]\n"), out)
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [answer["id"] for answer in answers] == [None, None]
+    assert [str(answer["error"]).split(":")[0] for answer in answers] == [
+        "not a JSON line",
+        "a request is a JSON object",
+    ]
+
+
 def test_blank_lines_between_requests_are_passed_over(tmp_path: Path) -> None:
     out = io.StringIO()
     request = {"id": 7, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL)}
@@ -319,3 +332,150 @@ def test_a_session_without_a_record_sends_under_its_default_name_in_cwd(tmp_path
         "cwd": "/home/dev/ghost",
     }
     assert letter["message"]["replyTo"] == ghost
+
+
+def test_a_mailbox_without_a_record_resolves_to_its_address_and_its_mail(tmp_path: Path) -> None:
+    """resolve of an address that has a mailbox but no record is a session whose
+    record and presence are null and whose queued count is its mail
+    (docs/conformance.md, resolve)."""
+    root = tmp_path / "post"
+    orphan = address_of("orphan-session")
+    deposit(root, orphan, make_message(body="nobody reads this"))
+    deposit(root, orphan, make_message(body="nor this"))
+    driver = InProcessDriver(root, home=str(tmp_path))
+    assert driver.call("resolve", handle=orphan, cwd="/") == {
+        "address": orphan,
+        "record": None,
+        "presence": None,
+        "queued": 2,
+    }
+
+
+# -- what the subprocess transport makes of an implementation's answers ---------------
+
+ANSWERS_OPEN = f"""
+import json, sys, time
+request = json.loads(sys.stdin.readline())
+print(json.dumps({{"id": request["id"], "result": {{"root": "/", "protocol": {PROTOCOL}}}}}),
+      flush=True)
+"""
+
+
+def implementation(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_a_transport_says_nothing_of_an_implementation_that_named_none(tmp_path: Path) -> None:
+    """Before any open, and after an open whose answer names no implementation,
+    ``implementation`` is null: nothing was said."""
+    driver = SubprocessDriver(implementation(ANSWERS_OPEN + "sys.stdin.read()\n"), timeout_s=30)
+    assert driver.implementation is None
+    try:
+        driver.open(tmp_path, home=str(tmp_path))
+        assert driver.implementation is None
+    finally:
+        driver.close()
+
+
+def test_an_answer_that_does_not_echo_its_id_breaks_the_run_null_included(
+    tmp_path: Path,
+) -> None:
+    """Every request has an id of its own and the answer echoes it (SPEC 11.3): an
+    answer with a null id is no answer to any request the suite sent."""
+    code = f"""
+import json, sys
+sys.stdin.readline()
+print(json.dumps({{"id": None, "result": {{"root": "/", "protocol": {PROTOCOL}}}}}), flush=True)
+"""
+    driver = SubprocessDriver(implementation(code), timeout_s=30)
+    try:
+        with pytest.raises(TransportError, match=r"^open: the answer is for request None$"):
+            driver.open(tmp_path, home=str(tmp_path))
+    finally:
+        driver.close()
+
+
+def test_an_error_line_is_a_misuse_and_not_a_broken_transport(tmp_path: Path) -> None:
+    """An error answer is the implementation saying the call misused the interface:
+    a DriverError with its words (the scenario errs), not a TransportError (the run
+    breaks), and the transport goes on."""
+    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
+    try:
+        driver.open(tmp_path / "post", home=str(tmp_path))
+        with pytest.raises(DriverError) as misuse:
+            driver.call("fly")
+        assert type(misuse.value) is DriverError
+        assert str(misuse.value) == "unknown operation 'fly' (see capabilities)"
+        assert driver.call("address_of", session_id="abc") == {"address": "s-cb61287a5998"}
+    finally:
+        driver.close()
+
+
+def test_each_call_reads_one_line_and_leaves_the_next_for_the_next_call(tmp_path: Path) -> None:
+    """Answers are one per line: when an implementation writes two at once, the call
+    takes the first and the second waits, whole, for the call it answers."""
+    code = f"""
+import json, sys
+request = json.loads(sys.stdin.readline())
+opened = {{"id": request["id"], "result": {{"root": "/", "protocol": {PROTOCOL}}}}}
+ahead = {{"id": request["id"] + 1, "result": {{"answered": "ahead"}}}}
+sys.stdout.write(json.dumps(opened) + "\\n" + json.dumps(ahead) + "\\n")  # one write
+sys.stdout.flush()
+sys.stdin.read()
+"""
+    driver = SubprocessDriver(implementation(code), timeout_s=30)
+    try:
+        driver.open(tmp_path, home=str(tmp_path))
+        assert driver.call("list") == {"answered": "ahead"}
+    finally:
+        driver.close()
+
+
+def test_an_implementation_that_closes_its_output_is_said_to_have_done_so(
+    tmp_path: Path,
+) -> None:
+    """The error names the call and what happened, whether or not the exit status
+    came in time to be added to it."""
+    reads_the_next_and_exits = ANSWERS_OPEN + "sys.stdin.readline()\n"
+    driver = SubprocessDriver(implementation(reads_the_next_and_exits), timeout_s=30)
+    try:
+        driver.open(tmp_path, home=str(tmp_path))
+        with pytest.raises(TransportError, match=r"^list: the implementation closed its output"):
+            driver.call("list")
+    finally:
+        driver.close()
+
+
+def test_close_kills_an_implementation_that_runs_on_after_its_input_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close waits for the implementation a bounded time, then kills it: an
+    implementation that ignores the end of its input does not hang the suite at
+    exit. (The grace itself runs out at once here: wait says it timed out.)"""
+    driver = SubprocessDriver(implementation(ANSWERS_OPEN + "time.sleep(60)\n"), timeout_s=30)
+    driver.open(tmp_path, home=str(tmp_path))
+    pid = driver.pid
+    assert pid is not None
+    real_wait, real_kill = subprocess.Popen.wait, subprocess.Popen.kill
+    killed: list[int] = []
+
+    def kill(process: subprocess.Popen[bytes]) -> None:
+        killed.append(process.pid)
+        real_kill(process)
+
+    def wait(process: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        if timeout is not None:
+            raise subprocess.TimeoutExpired(process.args, timeout)
+        assert process.pid in killed, "close waits without end for a running implementation"
+        return real_wait(process)
+
+    monkeypatch.setattr(subprocess.Popen, "kill", kill)
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    try:
+        driver.close()
+    finally:
+        monkeypatch.undo()
+        if not killed:
+            os.kill(pid, signal.SIGKILL)
+    assert killed == [pid]
+    assert process_gone(pid)

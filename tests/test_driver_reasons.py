@@ -224,6 +224,18 @@ def test_a_process_starts_with_the_pid_it_is_given_while_no_process_has_it(
     assert driver.call("process_start", pid=4242) == {"pid": 4242}, "a pid free again"
 
 
+def test_a_recycled_pid_is_taken_at_once_by_another_process(driver: InProcessDriver) -> None:
+    """process_recycle gives the pid itself to the new process (docs/conformance.md),
+    so the pid runs on and a session that registered with it is met by a stranger."""
+    assert driver.call("process_start", pid=4242) == {"pid": 4242}
+    assert driver.call("process_recycle", pid=4242) == {"pid": 4242}
+    assert driver.call("process_start", pid=4242)["refused"] == {
+        "code": "pid_running",
+        "text": "pid 4242 is running",
+        "pid": 4242,
+    }
+
+
 @pytest.mark.parametrize("op", ["record", "peek", "count", "take"])
 def test_a_malformed_address_is_refused_before_any_path_is_built(
     driver: InProcessDriver, op: str
