@@ -14,7 +14,8 @@ each mutant that makes a loop spin. And it leaves out the tests of
 the kit's runner (NOT_AGAINST_A_MUTANT): they judge the runner's reports and run
 pipost only as the implementation the kit is run against, through the features and
 machines that run against the mutant directly; they are a sixth of the time the
-mutants' tests would take."""
+mutants' tests would take. The transport's tests stay: they are the tests of the
+driver's own serve and SubprocessDriver."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ import pytest
 
 CHILD_STATS = Path(__file__).resolve().parents[2] / "mutants" / "child-stats"
 NOT_AGAINST_A_MUTANT = ("tests/conformance/", "tests/invariants/test_machine_verdicts.py")
+# ...but the transport's tests drive pipost.driver's own serve and SubprocessDriver.
+AGAINST_A_MUTANT_ALL_THE_SAME = ("tests/conformance/test_transport.py",)
 
 
 TEST = "PIPOST_MUTATION_TEST"
@@ -56,7 +59,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     from mutmut.state import state
 
-    left_out = [item for item in items if item.nodeid.startswith(NOT_AGAINST_A_MUTANT)]
+    left_out = [
+        item
+        for item in items
+        if item.nodeid.startswith(NOT_AGAINST_A_MUTANT)
+        and not item.nodeid.startswith(AGAINST_A_MUTANT_ALL_THE_SAME)
+    ]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]
