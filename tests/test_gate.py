@@ -107,15 +107,21 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
     shutil.move(tree / "src", tree / "stash" / "src")
     shutil.copytree(CHECKOUT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__"))
     commit(tree, "the published tree")
+    published = run_git(tree, "rev-parse", "HEAD").strip()
     shutil.rmtree(tree / "src")
     shutil.move(tree / "stash" / "src", tree / "src")
     judged = contract_in(tree, "--against", "HEAD", "--format", "json")
     report = json.loads(judged.stdout)
     assert (judged.returncode, report["verdict"]) == (1, "breaking")
-    rewritten = [p["text"] for p in report["problems"] if p["rule"] == "pins.rewritten"]
-    assert any(
-        text.startswith(f"message v{MESSAGE} revision 1 was re-pinned since ") for text in rewritten
-    ), rewritten
+    # The base is named in full, and the problem by its twelve digits, at the pins file.
+    assert report["against"] == published
+    rewritten = [p for p in report["problems"] if p["rule"] == "pins.rewritten"]
+    assert {
+        "rule": "pins.rewritten",
+        "text": f"message v{MESSAGE} revision 1 was re-pinned since {published[:12]}",
+        "file": "src/pipost/contract_pins.json",
+        "line": 1,
+    } in rewritten, rewritten
 
 
 def test_a_compatible_change_pins_as_a_revision_and_diff_names_it(tmp_path: Path) -> None:
@@ -322,6 +328,7 @@ def test_pi_post_contract_in_process_and_as_a_process_print_the_same() -> None:
             "address, tree, interop, cli, documents, driver\n",
         ),
         (["diff", "message@9", "message@1"], "pi-post: message v9 is not pinned\n"),
+        (["diff", "nothing@1", "message@1"], "pi-post: nothing v1 is not pinned\n"),
         (["diff", "message@1.99", "message@1"], "pi-post: message v1 has no revision 99\n"),
         (
             ["diff", "message", "message@1"],
@@ -366,6 +373,22 @@ def test_bump_driver_renumbers_the_protocol_its_open_speaks(tmp_path: Path) -> N
 
 
 # -- history that is not what auto expects ---------------------------------------------
+
+
+def test_bump_renumbers_the_protocol_consts_of_old_alone_wherever_they_are() -> None:
+    schema: compatibility.Json = {
+        "protocol": {"const": 1},
+        "v": {"const": 1},
+        "ops": [{"protocol": {"const": 1}}, {"protocol": {"type": "integer"}}, [{"n": 1}]],
+        "later": {"protocol": {"const": 3}},
+    }
+    gate._renumber_protocol(schema, 1, 2)
+    assert schema == {
+        "protocol": {"const": 2},
+        "v": {"const": 1},
+        "ops": [{"protocol": {"const": 2}}, {"protocol": {"type": "integer"}}, [{"n": 1}]],
+        "later": {"protocol": {"const": 3}},
+    }
 
 
 def a_repository(into: Path, branch: str = "main") -> Path:
@@ -443,6 +466,14 @@ def test_a_base_without_pins_is_noted_by_the_gate_and_by_pin(tmp_path: Path) -> 
         0,
         f"history: {before[:12]} has no contract pins\nevery part already matches its pin\n",
     )
+    # No pin was published at that base, so a change replaces the revisions rather
+    # than adding one after them.
+    add_host_to_the_record(tree)
+    pinned = contract_in(tree, "--pin", "--against", "HEAD~1")
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    assert pinned.stdout.splitlines()[1].startswith(
+        f"record v{RECORD}: replaced unpublished revision 1 sha256:"
+    ), pinned.stdout
 
 
 def test_pin_without_history_counts_every_pin_as_published_and_writes_nothing(
@@ -537,6 +568,16 @@ def test_a_parser_that_contradicts_its_schema_shows_the_case_and_the_contradicti
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(["--format", "github"], out, err, cwd=str(CHECKOUT)) == 1
     assert f"::error title=contract.contradiction::{contradiction}" in out.getvalue().splitlines()
+    saved: list[compatibility.Pins] = []
+    monkeypatch.setattr(contract, "save_pins", saved.append)
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["--pin"], out, err, cwd=str(CHECKOUT)) == 1
+    assert out.getvalue() == (
+        "pi-post: nothing was pinned: the contract contradicts itself:\n"
+        f"  {contradiction}\n"
+        "make the schema, the code and the corpus agree, then pin again\n"
+    )
+    assert (err.getvalue(), saved) == ("", [])
 
 
 def test_a_pin_edited_by_hand_is_a_problem_at_the_pins_file(
@@ -644,6 +685,101 @@ def test_bump_refuses_to_overwrite_the_next_schema_and_changes_nothing(tmp_path:
     assert (tree / f"src/pipost/schemas/message.v{then}.schema.json").read_text() == "{}\n"
 
 
+@pytest.mark.parametrize(
+    ("readable", "then"),
+    [("()", f"({MESSAGE + 1},)"), (f"({MESSAGE},)", f"({MESSAGE}, {MESSAGE + 1})")],
+    ids=["none read yet", "one read"],
+)
+def test_bump_adds_the_next_version_to_those_read_and_writes_its_schema(
+    tmp_path: Path, readable: str, then: str
+) -> None:
+    now, new = MESSAGE, MESSAGE + 1
+    tree = a_tree_with(tmp_path, f"VERSION = {now}\nREADABLE_VERSIONS = {readable}", [])
+    schema = {
+        "$id": f"urn:pi-post:schema:message:v{now}",
+        "description": "a letter — déjà vu",
+        "properties": {"v": {"const": now}},
+    }
+    (tree / f"src/pipost/schemas/message.v{now}.schema.json").write_text(
+        json.dumps(schema), encoding="utf-8"
+    )
+    out = io.StringIO()
+    assert gate.bump("message", tree, out) == 0
+    assert (tree / "src/pipost/message.py").read_text(encoding="utf-8") == (
+        f'"""A letter."""\nVERSION = {new}\nREADABLE_VERSIONS = {then}\n'
+    )
+    # Laid out as the schemas beside it are: two spaces, the text as it is.
+    then_schema = {
+        "$id": f"urn:pi-post:schema:message:v{new}",
+        "description": "a letter — déjà vu",
+        "properties": {"v": {"const": new}},
+    }
+    written = tree / f"src/pipost/schemas/message.v{new}.schema.json"
+    assert written.read_text(encoding="utf-8") == (
+        json.dumps(then_schema, indent=2, ensure_ascii=False) + "\n"
+    )
+    assert out.getvalue().splitlines()[:3] == [
+        f"message: v{now} -> v{new} in src/pipost/message.py",
+        f"message: reads v{now} and v{new} (READABLE_VERSIONS)",
+        f"message: wrote src/pipost/schemas/message.v{new}.schema.json, v{now}'s schema with "
+        f"its $id and v for v{new}",
+    ]
+
+
+def test_bump_record_writes_its_next_schema_with_v_for_the_next_version(tmp_path: Path) -> None:
+    now, new = RECORD, RECORD + 1
+    (tmp_path / "src/pipost/schemas").mkdir(parents=True)
+    (tmp_path / "src/pipost/session.py").write_text(f"VERSION = {now}\n", encoding="utf-8")
+    schema = {"$id": f"urn:pi-post:schema:record:v{now}", "properties": {"v": {"const": now}}}
+    (tmp_path / f"src/pipost/schemas/record.v{now}.schema.json").write_text(
+        json.dumps(schema), encoding="utf-8"
+    )
+    assert gate.bump("record", tmp_path, io.StringIO()) == 0
+    written = tmp_path / f"src/pipost/schemas/record.v{new}.schema.json"
+    assert json.loads(written.read_text(encoding="utf-8")) == {
+        "$id": f"urn:pi-post:schema:record:v{new}",
+        "properties": {"v": {"const": new}},
+    }
+
+
+def test_bump_of_a_part_without_a_schema_changes_its_version_line_alone(tmp_path: Path) -> None:
+    (tmp_path / "src" / "pipost").mkdir(parents=True)
+    declared = tmp_path / "src/pipost/contract.py"
+    declared.write_text(f'DECLARED = {{"interop": {INTEROP}}}\n', encoding="utf-8")
+    out = io.StringIO()
+    assert gate.bump("interop", tmp_path, out) == 0
+    assert declared.read_text(encoding="utf-8") == f'DECLARED = {{"interop": {INTEROP + 1}}}\n'
+    assert out.getvalue() == (
+        f"interop: v{INTEROP} -> v{INTEROP + 1} in src/pipost/contract.py\n"
+        f"left to you: carry the change into v{INTEROP + 1} (its schema and the code; keep "
+        f"reading v{INTEROP}), then pi-post contract --pin\n"
+    )
+    assert sorted(path.name for path in tmp_path.rglob("*") if path.is_file()) == ["contract.py"]
+
+
+def test_bump_refuses_to_start_a_version_after_one_not_pinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    later = MESSAGE + 5
+    tree = a_tree_with(tmp_path, f"VERSION = {later}", [])
+    refused = (
+        f"message v{later} is not pinned yet: carry the change into it and pin it "
+        f"(pi-post contract --pin) rather than starting v{later + 1}"
+    )
+    with pytest.raises(gate.CannotRun, match=re.escape(refused)):
+        gate.bump("message", tree, io.StringIO())
+    # A part with no pins at all is refused alike.
+    pins = {part: versions for part, versions in contract.load_pins().items() if part != "message"}
+    monkeypatch.setattr(contract, "load_pins", lambda: pins)
+    with pytest.raises(gate.CannotRun, match=re.escape(refused)):
+        gate.bump("message", tree, io.StringIO())
+    assert (
+        (tree / "src/pipost/message.py")
+        .read_text(encoding="utf-8")
+        .endswith(f"VERSION = {later}\n")
+    )
+
+
 def test_diff_as_json_lists_the_changes_between_two_pins(monkeypatch: pytest.MonkeyPatch) -> None:
     pins = contract.load_pins()
     *_, latest = pins["record"][RECORD]
@@ -669,6 +805,47 @@ def test_diff_as_json_lists_the_changes_between_two_pins(monkeypatch: pytest.Mon
     }
 
 
+def test_diff_as_text_grades_each_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = contract.load_pins()
+    *_, latest = pins["record"][RECORD]
+    content: dict[str, compatibility.Json] = {**latest.content, "field:host": {"type": "string"}}
+    del content["field:cwd"]
+    revisions = {RECORD: [*pins["record"][RECORD], compatibility.Revision.of(content)]}
+    monkeypatch.setattr(contract, "load_pins", lambda: {**pins, "record": revisions})
+    before, after = f"record@{RECORD}.{len(revisions[RECORD]) - 1}", f"record@{RECORD}"
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["diff", before, after], out, err, cwd=str(CHECKOUT)) == 0
+    assert sorted(out.getvalue().splitlines()) == [
+        "- record.field-added (compatible) field:host added",
+        "- record.field-removed (breaking) field:cwd removed",
+        f"{before} -> {after}: 2 changes",
+    ]
+
+
+def test_the_rerun_puts_the_tree_first_and_keeps_the_callers_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the child the gate reruns in is given: the tree's src/ before the
+    PYTHONPATH it was called with (under nox -s mutation that holds the recorder)."""
+    ran: list[dict[str, str]] = []
+
+    def run(args: list[str], **given: object) -> subprocess.CompletedProcess[str]:
+        env = given["env"]
+        assert isinstance(env, dict)
+        ran.append(env)
+        return subprocess.CompletedProcess(args, 3, "said\n", "warned\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.delenv(gate._TREE_VARIABLE, raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    assert gate._rerun_in(tmp_path, ["--pin"], out, err, tmp_path) == 3
+    assert (out.getvalue(), err.getvalue()) == ("said\n", "warned\n")
+    (env,) = ran
+    assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "src"), "/elsewhere"])
+    assert env[gate._TREE_VARIABLE] == str(tmp_path)
+
+
 def test_a_checkout_whose_pipost_does_not_load_cannot_run(tmp_path: Path) -> None:
     """The rerun on the tree's own code finds no pipost there and says so, rather than
     rerunning itself again."""
@@ -683,6 +860,7 @@ def test_a_checkout_whose_pipost_does_not_load_cannot_run(tmp_path: Path) -> Non
 
 CORPUS = "src/pipost/contract_corpus.json"
 MESSAGE_SCHEMA = f"src/pipost/schemas/message.v{message.VERSION}.schema.json"
+CLI_SCHEMA = f"src/pipost/schemas/cli.v{contract.versions()['documents']}.schema.json"
 PI_POST_07_CASE = "process-letter-of-pi-post-0.7"
 
 
@@ -705,6 +883,7 @@ def line_number(path: str, needle: str) -> int:
         ("message", "closed", "changed", MESSAGE_SCHEMA, '"additionalProperties"'),
         ("message", "schema", "changed", MESSAGE_SCHEMA, '"$id"'),
         ("driver", "op:open", "changed", "src/pipost/schemas/driver.v1.schema.json", '"open"'),
+        ("documents", "def:peek", "changed", CLI_SCHEMA, '"peek"'),
     ],
     ids=[
         "a new corpus case",
@@ -718,6 +897,7 @@ def line_number(path: str, needle: str) -> int:
         "a schema closed to other fields",
         "a schema's id",
         "an op of the driver's schema",
+        "a document of the command line's schema",
     ],
 )
 def test_a_finding_points_at_the_line_to_change(
@@ -727,9 +907,34 @@ def test_a_finding_points_at_the_line_to_change(
     assert gate.where(CHECKOUT, finding) == (file, line_number(file, needle))
 
 
+def test_a_finding_whose_name_holds_a_colon_points_at_the_whole_name(tmp_path: Path) -> None:
+    # Only the first colon ends the kind: a corpus case may be named "a:b".
+    (tmp_path / CORPUS).parent.mkdir(parents=True)
+    (tmp_path / CORPUS).write_text('{\n  "b": 1,\n  "a:b": 2\n}\n', encoding="utf-8")
+    finding = compatibility.Finding("message", "some.rule", "parse:a:b", "added", None, 2, False)
+    assert gate.where(tmp_path, finding) == (CORPUS, 3)
+
+
 def test_a_finding_in_a_file_the_tree_lacks_points_at_its_first_line(tmp_path: Path) -> None:
     finding = compatibility.Finding("tree", "some.rule", "name:record", "changed", 1, 2, True)
     assert gate.where(tmp_path, finding) == ("src/pipost/contract.py", 1)
+
+
+def test_a_value_is_shown_as_json_with_sorted_keys_cut_at_240_characters() -> None:
+    assert gate._short({"b": "é", "a": 1}) == '{"a": 1, "b": "é"}'
+    assert gate._short("x" * 238) == '"' + "x" * 238 + '"'  # 240 characters: whole
+    assert gate._short("x" * 239) == '"' + "x" * 238 + "…"  # 241: 239 of them and …
+
+
+def test_a_change_shows_what_was_and_what_is_now() -> None:
+    def finding(before: compatibility.Json, after: compatibility.Json) -> compatibility.Finding:
+        return compatibility.Finding(
+            "interop", "limit.changed", "limit:x", "c", before, after, True
+        )
+
+    assert gate._shown(finding(50, 51)) == [("was ", "50"), ("now ", "51")]
+    assert gate._shown(finding(None, {"type": "string"})) == [("now ", '{"type": "string"}')]
+    assert gate._shown(finding(False, None)) == [("was ", "false")]
 
 
 def test_a_new_corpus_case_shows_its_input_and_what_it_gives_now(
