@@ -808,7 +808,7 @@ def test_diff_as_json_lists_the_changes_between_two_pins(monkeypatch: pytest.Mon
 def test_diff_as_text_grades_each_change(monkeypatch: pytest.MonkeyPatch) -> None:
     pins = contract.load_pins()
     *_, latest = pins["record"][RECORD]
-    content: dict[str, compatibility.Json] = {**latest.content, "field:host": {"type": "string"}}
+    content: compatibility.Content = {**latest.content, "field:host": {"type": "string"}}
     del content["field:cwd"]
     revisions = {RECORD: [*pins["record"][RECORD], compatibility.Revision.of(content)]}
     monkeypatch.setattr(contract, "load_pins", lambda: {**pins, "record": revisions})
