@@ -96,8 +96,14 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
     (tree / "src/pipost/contract_pins.json").write_text("{}\n", encoding="utf-8")
     repinned = contract_in(tree, "--pin", "--against", "HEAD")
     assert repinned.returncode == 1, repinned.stdout
-    assert "pins published at the base were lost:\n" in repinned.stdout
+    assert repinned.stdout.startswith(
+        "pi-post: nothing was pinned: pins published at the base were lost:\n"
+    )
     assert f"\n  message v{MESSAGE} revision 1 was removed\n" in repinned.stdout
+    assert repinned.stdout.endswith(
+        "\nrestore them: git checkout <base> -- src/pipost/contract_pins.json\n"
+    )
+    assert repinned.stderr == ""
     # With no history at all, --pin cannot tell, and pins anew: --against still catches it.
     shutil.rmtree(tree / ".git")
     assert contract_in(tree, "--pin").returncode == 0
@@ -708,7 +714,8 @@ def test_bump_adds_the_next_version_to_those_read_and_writes_its_schema(
     assert (tree / "src/pipost/message.py").read_text(encoding="utf-8") == (
         f'"""A letter."""\nVERSION = {new}\nREADABLE_VERSIONS = {then}\n'
     )
-    # Laid out as the schemas beside it are: two spaces, the text as it is.
+    # Laid out for a reviewer to read in the bump's diff: two spaces, the text as it is
+    # (not \u escapes).
     then_schema = {
         "$id": f"urn:pi-post:schema:message:v{new}",
         "description": "a letter — déjà vu",
@@ -1021,3 +1028,51 @@ def test_github_annotations_warn_of_a_compatible_finding_and_place_a_problem_tha
 def test_annotation_text_escapes_percent_and_line_breaks_as_github_documents() -> None:
     # % first, so that a %0A already in the text is not read back as a line break.
     assert gate._escape("100%\r\nnow %0A") == "100%25%0D%0Anow %250A"
+
+
+def test_the_text_report_gives_a_line_per_part_in_each_state_then_what_resolves_it() -> None:
+    """pipost's own text, on a report built by hand: every state a part can be in,
+    a revision shown only when there is one, the fingerprint cut to 19 characters."""
+    added = compatibility.Finding(
+        "record", "record.field-added", "field:host", "added", None, {"type": "string"}, False
+    )
+    fingerprint = "sha256:0123456789abcdef0123456789"
+    report = gate.Report("/some/tree", checkout=False)
+    c = compatibility
+    report.verdicts = [
+        c.Verdict("address", 1, 2, c.UNCHANGED, fingerprint, ()),
+        c.Verdict("record", RECORD, None, c.COMPATIBLE, fingerprint, (added,)),
+        c.Verdict("message", MESSAGE, 3, c.BREAKING, fingerprint, ()),
+        c.Verdict("driver", 2, None, c.UNPINNED, fingerprint, ()),
+        c.Verdict("interop", 1, None, c.STRAY, fingerprint, ()),
+    ]
+    out = io.StringIO()
+    gate.print_text(report, CHECKOUT, out)
+    path, line = gate.where(CHECKOUT, added)
+    assert out.getvalue() == (
+        "contract gate: /some/tree (installed package, read-only)\n"
+        "address    v1 r2  unchanged  sha256:0123456789ab…\n"
+        f"record     v{RECORD}     compatible (1 changes, not pinned yet)  sha256:0123456789ab…\n"
+        f"message    v{MESSAGE} r3  BREAKING under the same version (0 changes)  "
+        "sha256:0123456789ab…\n"
+        "driver     v2     not pinned (0 changes from the version before)  sha256:0123456789ab…\n"
+        "interop    v1     below the latest pinned version and never pinned  sha256:0123456789ab…\n"
+        "\n"
+        "record.field-added (compatible): record field:host added\n"
+        '  now : {"type": "string"}\n'
+        f"  at:   {path}:{line}\n"
+        "\n"
+        "record: to resolve\n"
+        f"  pi-post contract --pin   # pins record v{RECORD} revision 1\n"
+        "\n"
+        "message: to resolve\n"
+        f"  pi-post contract bump message   # v{MESSAGE} -> v{MESSAGE + 1}\n"
+        f"  # carry the change into message v{MESSAGE + 1}, keep reading v{MESSAGE}; then:\n"
+        "  pi-post contract --pin\n"
+        "  # or undo the change\n"
+        "\n"
+        "driver: to resolve\n"
+        "  pi-post contract --pin   # pins driver v2\n"
+        "\n"
+        "verdict: the contract breaks its pins (exit 1)\n"
+    )
