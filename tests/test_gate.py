@@ -1076,3 +1076,15 @@ def test_the_text_report_gives_a_line_per_part_in_each_state_then_what_resolves_
         "\n"
         "verdict: the contract breaks its pins (exit 1)\n"
     )
+
+
+def test_a_base_that_git_would_read_as_an_option_is_refused_not_taken_as_a_revision(
+    tmp_path: Path,
+) -> None:
+    run_git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "a").write_text("a\n", encoding="utf-8")
+    commit(tmp_path, "one")
+    head = run_git(tmp_path, "rev-parse", "HEAD").strip()
+    assert gate.base_revision(tmp_path, "HEAD") == (head, "HEAD")
+    with pytest.raises(gate.CannotRun):
+        gate.base_revision(tmp_path, "--all")
