@@ -250,7 +250,10 @@ def test_a_shallow_clone_says_it_is_shallow(tmp_path: Path) -> None:
     )
     judged = contract_in(shallow, "--against", "HEAD~1")
     assert judged.returncode == 2
-    assert "this clone is shallow" in judged.stdout
+    assert judged.stdout.splitlines()[-1] == (
+        "verdict: cannot run: cannot compare with HEAD~1: this clone is shallow, so HEAD~1 is "
+        "not in its history (git fetch --unshallow brings it) (exit 2)"
+    )
 
 
 def test_on_main_auto_compares_with_the_commit_before(tmp_path: Path) -> None:
@@ -1000,6 +1003,7 @@ def test_the_json_report_names_the_tree_its_base_each_part_and_a_problem_with_no
         ],
         "notes": [],
     }
+    assert gate.report_data(gate.Report("/some/tree", checkout=False), CHECKOUT)["against"] is None
 
 
 def test_github_annotations_warn_of_a_compatible_finding_and_place_a_problem_that_has_one() -> None:
@@ -1088,3 +1092,19 @@ def test_a_base_that_git_would_read_as_an_option_is_refused_not_taken_as_a_revis
     assert gate.base_revision(tmp_path, "HEAD") == (head, "HEAD")
     with pytest.raises(gate.CannotRun):
         gate.base_revision(tmp_path, "--all")
+
+
+def test_git_failing_is_the_last_line_it_said_or_git_failed_when_it_said_nothing(
+    tmp_path: Path,
+) -> None:
+    """As with no common ancestor: merge-base exits 1 and says nothing. auto then goes
+    on to origin/main."""
+    repository = a_repository(tmp_path)
+    run_git(repository, "checkout", "-q", "--orphan", "unrelated")
+    commit(repository, "no common ancestor with main")
+    with pytest.raises(gate.CannotRun, match=r"^git failed$"):
+        gate._git(repository, "merge-base", "HEAD", "main")
+    with pytest.raises(gate.CannotRun, match=r"^there is no main branch to compare with$"):
+        gate.base_revision(repository, "auto")
+    with pytest.raises(gate.CannotRun, match=r"^fatal: cannot change to .*nowhere"):
+        gate._git(tmp_path / "nowhere", "rev-parse", "HEAD")
