@@ -1108,3 +1108,19 @@ def test_git_failing_is_the_last_line_it_said_or_git_failed_when_it_said_nothing
         gate.base_revision(repository, "auto")
     with pytest.raises(gate.CannotRun, match=r"^fatal: cannot change to .*nowhere"):
         gate._git(tmp_path / "nowhere", "rev-parse", "HEAD")
+
+
+def test_a_checkout_is_a_folder_with_both_a_pyproject_and_the_contract_pins(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "another-project"
+    (project / "src").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\n", encoding="utf-8")
+    pins_only = tmp_path / "pins-only"
+    (pins_only / gate._PINS_IN_TREE).parent.mkdir(parents=True)
+    (pins_only / gate._PINS_IN_TREE).write_text("{}\n", encoding="utf-8")
+    assert gate.find_checkout(project / "src") is None
+    assert gate.find_checkout(pins_only) is None
+    (project / gate._PINS_IN_TREE).parent.mkdir(parents=True)
+    (project / gate._PINS_IN_TREE).write_text("{}\n", encoding="utf-8")
+    assert gate.find_checkout(project / "src") == project

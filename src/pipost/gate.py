@@ -675,17 +675,10 @@ def _parse(argv: Sequence[str]) -> tuple[list[str], dict[str, str], set[str]]:
     return positional, valued, flags
 
 
-def main(
-    argv: Sequence[str] | None = None,
-    stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
-    cwd: str | None = None,
-) -> int:
-    args = sys.argv[1:] if argv is None else list(argv)
-    out = sys.stdout if stdout is None else stdout
-    err = sys.stderr if stderr is None else stderr
+def main(argv: Sequence[str], out: TextIO, err: TextIO, cwd: str) -> int:
+    """``pi-post contract ARGS`` (the CLI gives its streams and working directory)."""
     try:
-        return _main(args, out, err, Path(cwd or os.getcwd()))
+        return _main(list(argv), out, err, Path(cwd))
     except CannotRun as error:
         err.write(f"pi-post: {error}\n")
         return EXIT_CANNOT_RUN
