@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pipost import compatibility, contract, driver, files, gate, mailbox, message, schemas, session
-from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Revision, Verdict
+from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Json, Revision, Verdict
 from pipost_conformance import INTEROP
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -342,3 +342,24 @@ def test_a_published_schema_is_checked_against_its_pin_and_one_not_kept_is_skipp
     never_kept = {"message": {now - 1: [Revision.of(forged)]}}  # no schema file of v0
     monkeypatch.setattr(message, "VERSION", now)
     assert contract.published_schemas(never_kept) == []
+
+
+def test_a_message_schema_without_a_from_object_lacks_the_address_grammar() -> None:
+    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    said = "message: the schema's from.address pattern is not the address grammar"
+    senders: list[Json] = ["a string", {"properties": ["address"]}]
+    for sender in senders:
+        letters: Content = {**contents["message"], "field:from": sender}
+        assert said in contract.contradictions({**contents, "message": letters})
+
+
+def test_a_driver_schema_carrying_other_versions_of_a_letter_names_them_all() -> None:
+    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    carried = {**contents["driver"], "extra": "urn:pi-post:schema:message:v9"}
+    read = ", ".join(f"v{v}" for v in message.READABLE_VERSIONS)
+    versions = sorted({*message.READABLE_VERSIONS, 9})
+    assert contract.contradictions({**contents, "driver": carried}) == [
+        f"driver: its schema carries message {', '.join(f'v{v}' for v in versions)}, but pipost "
+        f"reads message {read}: bump the driver (pi-post contract bump driver) and make its "
+        f"message any of {read}"
+    ]
