@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import pytest
 from pipost import compatibility, contract, driver, files, gate, mailbox, message, schemas, session
 from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Json, Revision, Verdict
 from pipost_conformance import INTEROP
+from tests.helpers import C_LOCALE_WITHOUT_UTF8_MODE, mutated
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -362,4 +366,180 @@ def test_a_driver_schema_carrying_other_versions_of_a_letter_names_them_all() ->
         f"driver: its schema carries message {', '.join(f'v{v}' for v in versions)}, but pipost "
         f"reads message {read}: bump the driver (pi-post contract bump driver) and make its "
         f"message any of {read}"
+    ]
+
+
+def test_pins_are_written_whole_beside_the_file_and_renamed_over_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """contract_pins.json is read in review as a diff: one space a level, its text as
+    written (no \\u escapes), one newline at the end. And it is never half a file: the
+    whole text goes to a temporary beside it, renamed over it, none left behind."""
+    path = tmp_path / "pins.json"
+    path.write_text("the pins before\n", encoding="utf-8")
+    revision = Revision.of({"parse:grüße": ["ü", 1]})
+    pins = {"message": {1: [revision]}}
+    renamed: list[tuple[Path, str, str]] = []
+    real_replace = os.replace
+
+    def replace(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        assert Path(target) == path
+        renamed.append(
+            (Path(source), Path(source).read_text(encoding="utf-8"), path.read_text("utf-8"))
+        )
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    contract.save_pins(pins, path)
+    expected = (
+        '{\n "message": {\n  "1": [\n   {\n'
+        f'    "fingerprint": "{revision.fingerprint}",\n'
+        '    "content": {\n     "parse:grüße": [\n      "ü",\n      1\n     ]\n    }\n'
+        "   }\n  ]\n }\n}\n"
+    )
+    assert path.read_bytes() == expected.encode("utf-8")
+    ((temporary, written, before),) = renamed
+    assert temporary.parent == path.parent and temporary != path
+    assert (written, before) == (expected, "the pins before\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pins.json"]
+    assert contract.load_pins(path) == pins
+
+
+def test_pins_are_written_in_utf_8_under_a_locale_that_is_not(tmp_path: Path) -> None:
+    """`pi-post contract --pin` may run under any locale: the pins file it writes is
+    UTF-8 still, as load_pins reads it."""
+    path = tmp_path / "pins.json"
+    # In ASCII: that locale reads the arguments, this code among them, as ASCII.
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from pipost import contract\n"
+        "from pipost.compatibility import Revision\n"
+        "pins = {'message': {1: [Revision('f', {'parse:gr\\u00fc\\u00dfe': 1})]}}\n"
+        "contract.save_pins(pins, Path(sys.argv[1]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path)],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            **C_LOCALE_WITHOUT_UTF8_MODE,
+            **mutated(),
+        },
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert (
+        path.read_bytes()
+        == (
+            '{\n "message": {\n  "1": [\n   {\n    "fingerprint": "f",\n'
+            '    "content": {\n     "parse:grüße": 1\n    }\n   }\n  ]\n }\n}\n'
+        ).encode()
+    )
+
+
+def test_a_record_an_earlier_version_accepted_must_still_read_the_same() -> None:
+    content = contract.gather("record", contract.load_corpus()["record"])
+    case = content["parse:live-record"]
+    assert isinstance(case, dict) and isinstance(case["input"], dict)
+    assert contract.old_mail({"record": {0: [Revision.of({"parse:live-record": case})]}}) == []
+    stranded: Content = {"parse:v-0": {**case, "input": {**case["input"], "json": {"v": 0}}}}
+    assert contract.old_mail({"record": {0: [Revision.of(stranded)]}}) == [
+        'record v0 parse:v-0: accepted by v0, now read as {"rejected": "bad_field", "field": "v"}'
+    ]
+
+
+def _stranded_letter() -> Content:
+    """A letter v0 accepted that today's parser refuses (its v)."""
+    content = contract.gather("message", contract.load_corpus()["message"])
+    case = content["parse:session-letter"]
+    assert isinstance(case, dict) and isinstance(case["input"], dict)
+    return {"parse:v-0": {**case, "input": {**case["input"], "json": {"v": 0}}}}
+
+
+def test_old_mail_is_mail_of_an_earlier_version_only() -> None:
+    """The version carried out now is judged against its pins by the gate's verdict:
+    old mail is the pins of the versions below it."""
+    stranded = Revision.of(_stranded_letter())
+    assert contract.old_mail({"message": {0: [stranded]}}) != []
+    assert contract.old_mail({"message": {message.VERSION: [stranded]}}) == []
+
+
+def test_every_file_of_an_earlier_pin_is_read_again_whatever_comes_before_it() -> None:
+    """A whole pin, its schema's facets and the files it refused first, then one file
+    today's parser no longer reads: that one is found."""
+    *_, latest = contract.load_pins()["message"][message.VERSION]
+    content = {**latest.content, **_stranded_letter()}
+    facets = list(content)
+    refused = [
+        f
+        for f, c in content.items()
+        if f.startswith("parse:") and isinstance(c, dict) and isinstance(c["result"], dict)
+        if "rejected" in c["result"]
+    ]
+    assert not facets[0].startswith("parse:") and refused and facets[-1] == "parse:v-0"
+    assert contract.old_mail({"message": {0: [Revision.of(content)]}}) == [
+        'message v0 parse:v-0: accepted by v0, now read as {"rejected": "bad_field", "field": "v"}'
+    ]
+
+
+def test_old_mail_is_read_again_under_its_own_file_name() -> None:
+    """A letter v0 accepted under a name that is not its id is refused today
+    (id_mismatch): read without its name, it would look unchanged."""
+    content = contract.gather("message", contract.load_corpus()["message"])
+    case = content["parse:session-letter"]
+    assert isinstance(case, dict) and isinstance(case["input"], dict)
+    renamed = {**case["input"], "file_name": "1796078509367-00000000.json"}
+    stranded = Revision.of({"parse:misnamed": {**case, "input": renamed}})
+    assert contract.old_mail({"message": {0: [stranded]}}) == [
+        'message v0 parse:misnamed: accepted by v0, now read as {"rejected": "id_mismatch"}'
+    ]
+
+
+def test_old_mail_read_otherwise_is_shown_as_its_first_200_characters_unescaped() -> None:
+    content = contract.gather("message", contract.load_corpus()["message"])
+    case = content["parse:session-letter"]
+    assert isinstance(case, dict) and isinstance(case["input"], dict)
+    letter = case["input"]["json"]
+    assert isinstance(letter, dict) and isinstance(letter["from"], dict)
+    renamed: Content = {"json": {**letter, "from": {**letter["from"], "name": "grüße"}}}
+    stranded = Revision.of({"parse:renamed": {**case, "input": renamed}})
+    (problem,) = contract.old_mail({"message": {0: [stranded]}})
+    prefix = "message v0 parse:renamed: accepted by v0, now read as "
+    assert problem == prefix + (
+        '{"accepted": {"v": 1, "id": "1796078509367-deed10f1", "from": {"kind": "session", '
+        '"name": "grüße", "address": "s-52c78af935a3", "cwd": "/home/dev/gtm"}, '
+        '"replyTo": "s-52c78af935a3", "sentAt": 17960785'
+    )
+    assert len(problem) - len(prefix) == 200
+
+
+def test_a_published_record_schema_is_checked_against_its_pin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pins = contract.load_pins()
+    now = session.VERSION
+    monkeypatch.setattr(session, "VERSION", now + 1)  # so that v{now} is an earlier version
+    assert contract.published_schemas(pins) == []
+    *_, latest = pins["record"][now]
+    forged = {k: v for k, v in latest.content.items() if k != "field:pid"}
+    changed = {**pins, "record": {now: [Revision.of(forged)]}}
+    assert contract.published_schemas(changed) == [
+        f"record: record.v{now}.schema.json, published as v{now}, changed (field:pid)"
+    ]
+
+
+def test_a_published_schema_after_a_version_not_kept_is_checked_and_lists_every_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pins = contract.load_pins()
+    now = message.VERSION
+    monkeypatch.setattr(message, "VERSION", now + 1)
+    *_, latest = pins["message"][now]
+    forged = {k: v for k, v in latest.content.items() if k not in ("field:body", "field:id")}
+    # No schema file of v0 was published: skipped, and v{now} after it is still checked.
+    changed = {**pins, "message": {0: [latest], now: [Revision.of(forged)]}}
+    assert contract.published_schemas(changed) == [
+        f"message: message.v{now}.schema.json, published as v{now}, changed (field:body, field:id)"
     ]
