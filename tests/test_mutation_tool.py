@@ -449,3 +449,70 @@ def test_a_process_that_starts_itself_without_end_stops_past_sixteen_deep_agains
     )
     assert ran.returncode == code, ran.stderr
     assert ("processes nested 17 deep, past 16" in ran.stderr) == bool(code), ran.stderr
+
+
+TESTS_THAT_WRITE_INTO_THE_CODE = """
+import os
+from pathlib import Path
+
+CODE = Path(os.environ["PIPOST_MUTATION_UNDER_TEST"])
+
+
+def test_rewrites_a_module():
+    (CODE / "pipost" / "message.py").write_text("VERSION = 2\\n")
+
+
+def test_adds_a_schema():
+    (CODE / "pipost" / "message.v2.schema.json").write_text("{}")
+
+
+def test_writes_beside_the_code():
+    (CODE / "pipost" / "message.py.meta").write_text("{}")
+"""
+
+
+@pytest.mark.parametrize(("under_test", "code"), [("pipost.gate.x_bump__mutmut_1", 1), ("", 0)])
+def test_a_test_that_writes_into_the_code_under_test_fails_and_is_undone_against_a_mutant_only(
+    tmp_path: Path, under_test: str, code: int
+) -> None:
+    """A mutant of bump once bumped mutants/src itself: every mutant judged after it
+    ran against a message v2. mutmut's own books beside the code are not the code."""
+    package = tmp_path / "code" / "pipost"
+    package.mkdir(parents=True)
+    module = package / "message.py"
+    module.write_text("VERSION = 1\n")
+    os.utime(module, ns=(1_000_000_000, 1_000_000_000))
+    (tmp_path / "test_writes.py").write_text(TESTS_THAT_WRITE_INTO_THE_CODE)
+    plugin = Path(mutation.__file__).parent / "under_mutmut"
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "mutmut_children", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path,
+        env=os.environ
+        | {
+            "PYTHONPATH": str(plugin),
+            "MUTANT_UNDER_TEST": under_test,
+            "PIPOST_MUTATION_UNDER_TEST": str(tmp_path / "code"),
+            "COLUMNS": "300",  # the summary's lines whole
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == code, ran.stdout + ran.stderr
+    failed = [line for line in ran.stdout.splitlines() if line.startswith("FAILED")]
+    assert failed == (
+        [
+            "FAILED test_writes.py::test_rewrites_a_module - mutmut_children.WroteIntoTheCode: "
+            "the test wrote into the code under test: pipost/message.py (undone)",
+            "FAILED test_writes.py::test_adds_a_schema - mutmut_children.WroteIntoTheCode: "
+            "the test wrote into the code under test: pipost/message.v2.schema.json (undone)",
+        ]
+        if code
+        else []
+    ), ran.stdout
+    schema = package / "message.v2.schema.json"
+    assert (module.read_text(), schema.exists()) == (
+        ("VERSION = 1\n", False) if code else ("VERSION = 2\n", True)
+    )
+    if code:
+        assert module.stat().st_mtime_ns == 1_000_000_000

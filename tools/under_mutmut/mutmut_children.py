@@ -15,7 +15,11 @@ the kit's runner (NOT_AGAINST_A_MUTANT): they judge the runner's reports and run
 pipost only as the implementation the kit is run against, through the features and
 machines that run against the mutant directly; they are a sixth of the time the
 mutants' tests would take. The transport's tests stay: they are the tests of the
-driver's own serve and SubprocessDriver."""
+driver's own serve and SubprocessDriver.
+
+And a test that writes into the code under test (mutants/src) fails, its writing
+undone: a mutant of `pi-post contract bump` once bumped mutants/src itself, and every
+mutant after it ran against a message v2 and was "killed" by that alone."""
 
 from __future__ import annotations
 
@@ -39,6 +43,28 @@ TEST = "PIPOST_MUTATION_TEST"
 
 
 HANG_FACTOR, HANG_GRACE_S = 6, 10.0
+
+_MADE_BY_MUTMUT = Path(__file__).resolve().parents[2] / "mutants" / "src"
+UNDER_TEST = Path(os.environ.get("PIPOST_MUTATION_UNDER_TEST", _MADE_BY_MUTMUT))
+"""The code the mutants run, as mutmut made it: read as this plugin loads, in mutmut's
+own process, before it forks a worker for each mutant."""
+MUTMUTS_OWN = (".meta", ".spans")  # what mutmut writes there as it judges
+
+
+def _files_under(root: Path) -> dict[Path, os.stat_result]:
+    return {
+        path: path.stat()
+        for path in root.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in MUTMUTS_OWN
+    }
+
+
+AS_MADE = {path: path.read_bytes() for path in _files_under(UNDER_TEST)}
+STATS_AS_MADE = {path: (s.st_size, s.st_mtime_ns) for path, s in _files_under(UNDER_TEST).items()}
+
+
+class WroteIntoTheCode(AssertionError):
+    """A test against a mutant changed the code under test."""
 
 
 class Hung(BaseException):
@@ -86,8 +112,31 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     from mutmut.state import state
 
     limit = HANG_FACTOR * state().duration_by_test.get(item.nodeid, 0.0) + HANG_GRACE_S
-    with _hung_after(limit, item.nodeid):
+    with _code_kept(), _hung_after(limit, item.nodeid):
         return (yield)
+
+
+@contextmanager
+def _code_kept() -> Iterator[None]:
+    """Undo what the test wrote into the code under test, and fail it for that."""
+    try:
+        yield
+    finally:
+        now = _files_under(UNDER_TEST)
+        changed = sorted(
+            {p for p, s in now.items() if STATS_AS_MADE.get(p) != (s.st_size, s.st_mtime_ns)}
+            | (STATS_AS_MADE.keys() - now.keys())
+        )
+        for path in changed:
+            if path in AS_MADE:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(AS_MADE[path])
+                os.utime(path, ns=(STATS_AS_MADE[path][1], STATS_AS_MADE[path][1]))
+            else:
+                path.unlink()
+        if changed:
+            names = ", ".join(str(p.relative_to(UNDER_TEST)) for p in changed)
+            raise WroteIntoTheCode(f"the test wrote into the code under test: {names} (undone)")
 
 
 @contextmanager
