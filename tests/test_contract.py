@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -330,21 +331,25 @@ def test_the_corpus_and_the_schema_disagreeing_on_a_letter_is_a_contradiction() 
     ]
 
 
+@pytest.mark.parametrize(
+    ("part", "owner", "dropped"),
+    [("message", message, "field:body"), ("record", session, "field:pid")],
+)
 def test_a_published_schema_is_checked_against_its_pin_and_one_not_kept_is_skipped(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, part: str, owner: ModuleType, dropped: str
 ) -> None:
     pins = contract.load_pins()
-    now = message.VERSION
-    monkeypatch.setattr(message, "VERSION", now + 1)  # so that v{now} is an earlier version
+    now = owner.VERSION
+    monkeypatch.setattr(owner, "VERSION", now + 1)  # so that v{now} is an earlier version
     assert contract.published_schemas(pins) == []
-    *_, latest = pins["message"][now]
-    forged = {k: v for k, v in latest.content.items() if k != "field:body"}
-    changed = {**pins, "message": {now: [Revision.of(forged)]}}
+    *_, latest = pins[part][now]
+    forged = {k: v for k, v in latest.content.items() if k != dropped}
+    changed = {**pins, part: {now: [Revision.of(forged)]}}
     assert contract.published_schemas(changed) == [
-        f"message: message.v{now}.schema.json, published as v{now}, changed (field:body)"
+        f"{part}: {part}.v{now}.schema.json, published as v{now}, changed ({dropped})"
     ]
-    never_kept = {"message": {now - 1: [Revision.of(forged)]}}  # no schema file of v0
-    monkeypatch.setattr(message, "VERSION", now)
+    never_kept = {part: {now - 1: [Revision.of(forged)]}}  # no schema file of v0
+    monkeypatch.setattr(owner, "VERSION", now)
     assert contract.published_schemas(never_kept) == []
 
 
@@ -513,21 +518,6 @@ def test_old_mail_read_otherwise_is_shown_as_its_first_200_characters_unescaped(
         '"replyTo": "s-52c78af935a3", "sentAt": 17960785'
     )
     assert len(problem) - len(prefix) == 200
-
-
-def test_a_published_record_schema_is_checked_against_its_pin(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pins = contract.load_pins()
-    now = session.VERSION
-    monkeypatch.setattr(session, "VERSION", now + 1)  # so that v{now} is an earlier version
-    assert contract.published_schemas(pins) == []
-    *_, latest = pins["record"][now]
-    forged = {k: v for k, v in latest.content.items() if k != "field:pid"}
-    changed = {**pins, "record": {now: [Revision.of(forged)]}}
-    assert contract.published_schemas(changed) == [
-        f"record: record.v{now}.schema.json, published as v{now}, changed (field:pid)"
-    ]
 
 
 def test_a_published_schema_after_a_version_not_kept_is_checked_and_lists_every_change(
