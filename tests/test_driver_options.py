@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pipost import driver as driver_module
 from pipost.driver import InProcessDriver, SubprocessDriver, ValidatingDriver, open_driver
 from pipost_conformance.runner import FEATURES
 
@@ -101,24 +102,53 @@ def test_the_runner_passes_both_options_on(tmp_path: Path) -> None:
     assert runner("--impl", shim(tmp_path, 0), "--validate") == 1
 
 
+@pytest.fixture
+def none_shared(monkeypatch: pytest.MonkeyPatch) -> dict[str, SubprocessDriver]:
+    """No implementation process opened yet: not the ones tests before this one left
+    (nox -s mutation forks each mutant's run from a process whose tests filled it)."""
+    shared: dict[str, SubprocessDriver] = {}
+    monkeypatch.setattr(driver_module, "_SHARED", shared)
+    return shared
+
+
 def test_open_driver_validates_and_times_as_the_environment_says(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, none_shared: dict[str, SubprocessDriver]
 ) -> None:
-    assert isinstance(open_driver(tmp_path, home="/"), InProcessDriver)
+    in_process = open_driver(tmp_path, home="/home/someone")
+    assert isinstance(in_process, InProcessDriver)
+    assert (in_process.root, in_process.home) == (tmp_path, "/home/someone")
     monkeypatch.setenv("PIPOST_VALIDATE", "1")
-    assert isinstance(open_driver(tmp_path, home="/"), ValidatingDriver)
+    validating = open_driver(tmp_path, home="/home/someone")
+    assert isinstance(validating, ValidatingDriver)
+    assert isinstance(validating.driver, InProcessDriver)
+    assert validating.driver.home == "/home/someone"
     monkeypatch.setenv("PIPOST_TIMEOUT", "7.5")
     command = f"{sys.executable} -m pipost driver"
     driver = open_driver(tmp_path / "post", home="/", command=command)
     assert isinstance(driver, SubprocessDriver)
     try:
         assert (driver.timeout_s, driver.schema is not None) == (7.5, True)
+        assert none_shared == {command: driver}
+        assert open_driver(tmp_path / "again", home="/", command=command) is driver
+    finally:
+        driver.close()
+
+
+def test_open_driver_without_a_timeout_in_the_environment_gives_a_call_60_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, none_shared: dict[str, SubprocessDriver]
+) -> None:
+    monkeypatch.delenv("PIPOST_TIMEOUT", raising=False)
+    monkeypatch.delenv("PIPOST_VALIDATE", raising=False)
+    driver = open_driver(tmp_path / "post", home="/", command=f"{sys.executable} -m pipost driver")
+    assert isinstance(driver, SubprocessDriver)
+    try:
+        assert (driver.timeout_s, driver.schema) == (60.0, None)
     finally:
         driver.close()
 
 
 def test_open_driver_takes_the_timeout_and_validation_it_is_given_over_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, none_shared: dict[str, SubprocessDriver]
 ) -> None:
     monkeypatch.setenv("PIPOST_VALIDATE", "1")
     monkeypatch.setenv("PIPOST_TIMEOUT", "7.5")
