@@ -349,12 +349,24 @@ def test_pi_post_contract_in_process_and_as_a_process_print_the_same() -> None:
         ),
         (["--format=yaml"], "pi-post: --format is one of text, json, github, not 'yaml'\n"),
         (["--tree", "/"], "pi-post: / is not a pipost source checkout\n"),
+        (["diff", "message@1"], "pi-post: unexpected 'diff' (see pi-post contract --help)\n"),
+        (
+            ["bump", "message", "record"],
+            "pi-post: unexpected 'bump' (see pi-post contract --help)\n",
+        ),
     ],
 )
 def test_usage_that_cannot_run_exits_2_saying_why(args: list[str], said: str) -> None:
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(args, out, err, cwd=str(CHECKOUT)) == 2
     assert err.getvalue() == said
+
+
+def test_bump_with_pin_is_not_a_bump(tmp_path: Path) -> None:
+    """Outside a checkout, so that no mutant of this choice can bump the tree."""
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main(["bump", "message", "--pin"], out, err, cwd=str(tmp_path)) == 2
+    assert err.getvalue() == "pi-post: unexpected 'bump' (see pi-post contract --help)\n"
 
 
 def test_a_relative_tree_is_found_from_the_working_directory_it_is_given(
