@@ -455,12 +455,18 @@ def test_a_record_an_earlier_version_accepted_must_still_read_the_same() -> None
     ]
 
 
-def _stranded_letter() -> Content:
-    """A letter v0 accepted that today's parser refuses (its v)."""
+def _session_letter() -> tuple[dict[str, Json], dict[str, Json]]:
+    """The corpus's session letter: its case, and the file it gives (its input)."""
     content = contract.gather("message", contract.load_corpus()["message"])
     case = content["parse:session-letter"]
     assert isinstance(case, dict) and isinstance(case["input"], dict)
-    return {"parse:v-0": {**case, "input": {**case["input"], "json": {"v": 0}}}}
+    return case, case["input"]
+
+
+def _stranded_letter() -> Content:
+    """A letter v0 accepted that today's parser refuses (its v)."""
+    case, given = _session_letter()
+    return {"parse:v-0": {**case, "input": {**given, "json": {"v": 0}}}}
 
 
 def test_old_mail_is_mail_of_an_earlier_version_only() -> None:
@@ -492,10 +498,8 @@ def test_every_file_of_an_earlier_pin_is_read_again_whatever_comes_before_it() -
 def test_old_mail_is_read_again_under_its_own_file_name() -> None:
     """A letter v0 accepted under a name that is not its id is refused today
     (id_mismatch): read without its name, it would look unchanged."""
-    content = contract.gather("message", contract.load_corpus()["message"])
-    case = content["parse:session-letter"]
-    assert isinstance(case, dict) and isinstance(case["input"], dict)
-    renamed = {**case["input"], "file_name": "1796078509367-00000000.json"}
+    case, given = _session_letter()
+    renamed = {**given, "file_name": "1796078509367-00000000.json"}
     stranded = Revision.of({"parse:misnamed": {**case, "input": renamed}})
     assert contract.old_mail({"message": {0: [stranded]}}) == [
         'message v0 parse:misnamed: accepted by v0, now read as {"rejected": "id_mismatch"}'
@@ -503,10 +507,8 @@ def test_old_mail_is_read_again_under_its_own_file_name() -> None:
 
 
 def test_old_mail_read_otherwise_is_shown_as_its_first_200_characters_unescaped() -> None:
-    content = contract.gather("message", contract.load_corpus()["message"])
-    case = content["parse:session-letter"]
-    assert isinstance(case, dict) and isinstance(case["input"], dict)
-    letter = case["input"]["json"]
+    case, given = _session_letter()
+    letter = given["json"]
     assert isinstance(letter, dict) and isinstance(letter["from"], dict)
     renamed: Content = {"json": {**letter, "from": {**letter["from"], "name": "grüße"}}}
     stranded = Revision.of({"parse:renamed": {**case, "input": renamed}})

@@ -59,8 +59,8 @@ def _files_under(root: Path) -> dict[Path, os.stat_result]:
     }
 
 
-AS_MADE = {path: path.read_bytes() for path in _files_under(UNDER_TEST)}
 STATS_AS_MADE = {path: (s.st_size, s.st_mtime_ns) for path, s in _files_under(UNDER_TEST).items()}
+AS_MADE = {path: path.read_bytes() for path in STATS_AS_MADE}
 
 
 class WroteIntoTheCode(AssertionError):
