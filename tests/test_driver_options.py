@@ -42,6 +42,11 @@ serve(sys.stdin, sys.stdout, lambda root, home, now: Shim(root, home=home, now=n
 """
 
 
+SLOW_S, TIMEOUT_S = 4, 3
+"""A call that sleeps past the bound however loaded the machine; a bound loose enough
+for a loaded machine to start the shim within it (open is timed too)."""
+
+
 def shim(tmp_path: Path, sleep_s: float) -> str:
     path = tmp_path / "shim.py"
     path.write_text(SHIM, encoding="utf-8")
@@ -78,9 +83,10 @@ def test_the_environment_the_runner_sets_validates_too(tmp_path: Path) -> None:
 
 
 def test_timeout_bounds_each_call(tmp_path: Path) -> None:
-    slow = behave("-D", f"impl={shim(tmp_path, 2)}", "-D", "timeout=0.5", *SCENARIO)
+    slow = behave("-D", f"impl={shim(tmp_path, SLOW_S)}", "-D", f"timeout={TIMEOUT_S}", *SCENARIO)
     assert slow.returncode != 0
-    assert "CallTimedOut: address_of: no answer within 0.5 s" in slow.stdout + slow.stderr
+    said = f"CallTimedOut: address_of: no answer within {TIMEOUT_S} s"
+    assert said in slow.stdout + slow.stderr
 
 
 def runner(*args: str) -> int:
@@ -96,9 +102,9 @@ def runner(*args: str) -> int:
 
 def test_the_runner_passes_both_options_on(tmp_path: Path) -> None:
     """The scenario errs only with the option: the answer is outside the schema
-    (--validate), the first call takes 1 s (--timeout 0.5)."""
-    assert runner("--impl", shim(tmp_path, 1)) == 0
-    assert runner("--impl", shim(tmp_path, 1), "--timeout", "0.5") == 1
+    (--validate), the first call outlasts the bound (--timeout)."""
+    assert runner("--impl", shim(tmp_path, SLOW_S)) == 0
+    assert runner("--impl", shim(tmp_path, SLOW_S), "--timeout", str(TIMEOUT_S)) == 1
     assert runner("--impl", shim(tmp_path, 0), "--validate") == 1
 
 

@@ -200,13 +200,13 @@ def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
         ('print("hello", flush=True)', "not a JSON line: b'hello'"),
         ('print(json.dumps({"id": -1, "result": {}}), flush=True)', "answer is for request -1"),
         ('print(json.dumps({"id": request["id"]}), flush=True)', "has no result object"),
-        ("pass", "no answer within 0.5 s"),
     ],
 )
 def test_an_answer_outside_the_protocol_is_a_transport_error(
     tmp_path: Path, behaviour: str, error: str
 ) -> None:
-    driver = SubprocessDriver(fake(behaviour), timeout_s=0.5)
+    # A bound a loaded machine starts the fake within: these answers come at once.
+    driver = SubprocessDriver(fake(behaviour), timeout_s=30)
     try:
         with pytest.raises(TransportError, match=error):
             driver.open(tmp_path, home=str(tmp_path))
@@ -217,7 +217,7 @@ def test_an_answer_outside_the_protocol_is_a_transport_error(
 def test_a_call_left_unanswered_times_out_as_such(tmp_path: Path) -> None:
     driver = SubprocessDriver(fake("pass"), timeout_s=0.5)
     try:
-        with pytest.raises(CallTimedOut):
+        with pytest.raises(CallTimedOut, match=r"^open: no answer within 0\.5 s$"):
             driver.open(tmp_path, home=str(tmp_path))
     finally:
         driver.close()
