@@ -212,8 +212,12 @@ def test_a_letter_an_earlier_version_accepted_must_still_read_the_same() -> None
 def test_a_corpus_entry_is_never_rewritten_under_a_pinned_name() -> None:
     corpus = contract.load_corpus()
     changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
-    with pytest.raises(contract.CorpusError, match="address/derive/abc"):
+    with pytest.raises(contract.CorpusError) as refused:
         contract.gather_all(contract.load_pins(), changed)
+    assert str(refused.value) == (
+        "corpus entry address/derive/abc differs from the input its pin holds; a pinned case "
+        "is never rewritten: add the new case under a new name"
+    )
 
 
 def test_a_new_corpus_entry_is_a_compatible_change() -> None:
@@ -223,6 +227,28 @@ def test_a_new_corpus_entry_is_a_compatible_change() -> None:
     verdicts = {v.part: v for v in contract.judge_all(pins, contract.gather_all(pins, grown))}
     assert verdicts["address"].state == COMPATIBLE
     assert rules_of(verdicts["address"]) == {("corpus.entry-added", "derive:new")}
+
+
+def test_the_corpus_is_that_of_the_version_the_code_declares_not_of_a_later_pin() -> None:
+    """Pins of a later version (a bump taken back in the code) hold cases of their own:
+    the gate gathers from the newest pin of the version the code declares."""
+    pins = contract.load_pins()
+    version = contract.versions()["address"]
+    later = {"derive:later": {"input": "later", "result": "s-000000000000"}}
+    grown = {**pins, "address": {**pins["address"], version + 1: [Revision("sha256:x", later)]}}
+    inputs = contract.corpus_for("address", {}, grown)
+    assert "later" not in inputs["derive"]
+    assert inputs == contract.inputs_of(pins["address"][version][-1].content)
+
+
+def test_a_corpus_entry_named_with_a_colon_is_read_back_from_its_pin_under_that_name() -> None:
+    """A facet is ``kind:name``; only the first colon ends the kind, so the next run
+    gathers the entry again under the name it was pinned as."""
+    corpus = contract.load_corpus()
+    grown = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "utf8:é": "é"}}}
+    gathered = contract.gather_all(contract.load_pins(), grown)["address"]
+    assert "derive:utf8:é" in gathered
+    assert contract.inputs_of(gathered)["derive"]["utf8:é"] == "é"
 
 
 def test_the_schemas_agree_with_the_parser_on_every_corpus_file() -> None:
