@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -227,6 +228,20 @@ def test_a_new_corpus_entry_is_a_compatible_change() -> None:
     verdicts = {v.part: v for v in contract.judge_all(pins, contract.gather_all(pins, grown))}
     assert verdicts["address"].state == COMPATIBLE
     assert rules_of(verdicts["address"]) == {("corpus.entry-added", "derive:new")}
+
+
+def test_gathering_the_contract_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scripted exchange and the cli cases run in scratch folders of their own,
+    removed after: nothing in the folder the gate runs from, nor in the temporary one."""
+    here, scratch = tmp_path / "here", tmp_path / "tmp"
+    here.mkdir()
+    scratch.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    contract.gather_all(contract.load_pins(), contract.load_corpus())
+    assert (os.listdir(here), os.listdir(scratch)) == ([], [])
 
 
 def test_the_corpus_is_that_of_the_version_the_code_declares_not_of_a_later_pin() -> None:
