@@ -249,7 +249,7 @@ def test_the_corpus_is_that_of_the_version_the_code_declares_not_of_a_later_pin(
     the gate gathers from the newest pin of the version the code declares."""
     pins = contract.load_pins()
     version = contract.versions()["address"]
-    later = {"derive:later": {"input": "later", "result": "s-000000000000"}}
+    later: Content = {"derive:later": {"input": "later", "result": "s-000000000000"}}
     grown = {**pins, "address": {**pins["address"], version + 1: [Revision("sha256:x", later)]}}
     inputs = contract.corpus_for("address", {}, grown)
     assert "later" not in inputs["derive"]
