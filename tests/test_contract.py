@@ -259,9 +259,7 @@ def test_the_corpus_is_that_of_the_version_the_code_declares_not_of_a_later_pin(
 def test_a_corpus_entry_named_with_a_colon_is_read_back_from_its_pin_under_that_name() -> None:
     """A facet is ``kind:name``; only the first colon ends the kind, so the next run
     gathers the entry again under the name it was pinned as."""
-    corpus = contract.load_corpus()
-    grown = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "utf8:é": "é"}}}
-    gathered = contract.gather_all(contract.load_pins(), grown)["address"]
+    gathered = contract.gather("address", {"derive": {"utf8:é": "é"}})
     assert "derive:utf8:é" in gathered
     assert contract.inputs_of(gathered)["derive"]["utf8:é"] == "é"
 
