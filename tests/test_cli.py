@@ -520,6 +520,11 @@ MISUSES: list[tuple[list[str], str, str]] = [
     (["peek"], "peek takes one target (see pi-post peek --help)", "peek nothing"),
     (["peek", "a", "b"], "peek takes one target (see pi-post peek --help)", "peek two"),
     (["whoami", "extra"], "whoami takes no arguments (see pi-post whoami --help)", "whoami"),
+    (
+        ["whoami"],
+        "PI_SESSION_ID is not set (run inside a pi bash tool, or use an explicit address)",
+        "whoami outside a session",
+    ),
     (["sweep", "extra"], "sweep takes no arguments (see pi-post sweep --help)", "sweep"),
     (["log", "extra"], "log takes no arguments (see pi-post log --help)", "log"),
     (["log", "--json", "extra"], "log takes no arguments (see pi-post log --help)", "log --json"),
@@ -577,6 +582,18 @@ def test_a_command_used_wrongly_says_what_is_wrong(
     code = 2 if argv[0] in ("contract", "conformance") else 1
     assert (ran.code, ran.stdout, ran.stderr) == (code, "", f"pi-post: {said}\n")
     assert not (tmp_path / "post").exists()
+
+
+def test_an_address_with_no_record_resolves_to_its_bare_card(tmp_path: Path) -> None:
+    root = tmp_path / "post"
+    address = address_of("never-registered")
+    empty = run(["resolve", address], root)
+    said = "no registry record — the session never registered here, or its record was swept"
+    assert (empty.code, empty.stderr) == (0, "")
+    assert empty.stdout == f"address:  {address}\n{said}\n"
+    deposit(root, address, new_message(Sender("process", "tester"), "waiting", NOW))
+    waiting = run(["resolve", address], root)
+    assert waiting.stdout == f"address:  {address}\n{said}\nqueued:   1\n"
 
 
 def test_an_option_takes_its_value_after_an_equals_sign_and_a_double_dash_ends_options(

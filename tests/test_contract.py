@@ -335,6 +335,36 @@ def test_long_strings_inside_a_list_are_pinned_as_their_digest() -> None:
     ]
 
 
+def test_a_string_is_pinned_as_its_digest_only_past_the_mark_and_a_lone_surrogate_too() -> None:
+    at_the_mark = "x" * contract._LONG
+    assert contract._shorten(at_the_mark) == at_the_mark
+    # A string Python holds but UTF-8 cannot encode (a lone surrogate) is pinned too.
+    lone = "\ud800" * (contract._LONG + 1)
+    digest = hashlib.sha256(lone.encode("utf-8", "surrogatepass")).hexdigest()
+    assert contract._shorten(lone) == f"<{len(lone)} characters, sha256 {digest}>"
+
+
+def test_a_json_file_of_the_corpus_is_written_compactly_and_in_utf_8() -> None:
+    given: Json = {"json": {"body": "grüße", "n": [1, 2]}, "file_name": "x.json"}
+    assert contract.file_bytes(given) == ('{"body":"grüße","n":[1,2]}'.encode(), "x.json")
+
+
+def test_a_schema_without_properties_or_required_has_no_field_and_requires_nothing() -> None:
+    assert contract.schema_facets({"type": "object", "title": "prose"}) == {
+        "required": [],
+        "closed": False,
+        "schema": {"type": "object"},
+    }
+
+
+@pytest.mark.parametrize("part", ["message", "record"])
+def test_a_part_gathered_from_no_cases_is_what_it_has_besides_its_cases(part: str) -> None:
+    whole = contract.gather(part, contract.load_corpus()[part])
+    besides = {k: v for k, v in whole.items() if not k.startswith(("parse:", "encode:"))}
+    assert besides != whole
+    assert contract.gather(part, {}) == besides
+
+
 def test_a_schema_or_a_protocol_the_code_no_longer_speaks_is_a_contradiction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -481,6 +511,29 @@ def test_pins_are_written_in_utf_8_under_a_locale_that_is_not(tmp_path: Path) ->
             '    "content": {\n     "parse:grüße": 1\n    }\n   }\n  ]\n }\n}\n'
         ).encode()
     )
+
+
+def test_the_shipped_pins_and_corpus_read_the_same_under_a_locale_that_is_not_utf_8() -> None:
+    """Both hold text that is not ASCII (ünïcödé, 会话): the gate may run under any locale."""
+    probe = (
+        "import json\n"
+        "from pipost import compatibility, contract\n"
+        "print(json.dumps([compatibility.to_data(contract.load_pins()), contract.load_corpus()]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            **C_LOCALE_WITHOUT_UTF8_MODE,
+            **mutated(),
+        },
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    read_here = [compatibility.to_data(contract.load_pins()), contract.load_corpus()]
+    assert json.loads(done.stdout) == read_here
 
 
 def test_a_record_an_earlier_version_accepted_must_still_read_the_same() -> None:

@@ -185,6 +185,24 @@ def test_unlinks_refused_past_a_crash_end_with_the_receiver(driver: InProcessDri
     assert bodies(other) == ["held, then let go", "the crash comes here"]
 
 
+def test_the_context_and_the_disk_fail_as_many_times_as_asked_and_then_work(
+    driver: InProcessDriver,
+) -> None:
+    """``fail`` and ``fail_unlink`` count: the drain goes on past a failure, so the
+    third letter meets a context, and then a disk, that work again."""
+    for n in range(3):
+        send(driver, f"letter {n}", f"process:sender-{n}")
+    failing = driver.call("deliver", session_id=SESSION, context="plain", fail=2)
+    assert bodies(failing) == ["letter 2"]
+    assert queued(driver) == 2
+
+    driver.call("advance_clock", ms=60_000)  # past both retries
+    send(driver, "letter 3", "process:sender-3")
+    refusing = driver.call("deliver", session_id=SESSION, context="plain", fail_unlink=2)
+    assert bodies(refusing) == ["letter 0", "letter 1", "letter 3"]
+    assert queued(driver) == 2, "the disk refused the first two unlinks, not the third"
+
+
 def test_receivers_racing_on_one_address_enter_each_letter_once(driver: InProcessDriver) -> None:
     sent = [send(driver, f"letter {n}", f"process:sender-{n}") for n in range(40)]
 
