@@ -162,6 +162,27 @@ def test_a_mutant_said_to_have_no_tests_is_judged_again_once_the_books_map_tests
     assert mutation.reached_since(verdicts, reached) == {MUTANT}
 
 
+def test_mutants_judged_again_go_in_two_runs_those_with_no_account_first() -> None:
+    other = "pipost.policy.x_verdict__mutmut_8"
+    changes = {MUTANT: CHANGE, other: "-    return REFUSE\n+    return None"}
+    assert mutation.unaccounted_first([MUTANT, other], changes, [account()]) == [
+        [other],
+        [MUTANT],
+    ]
+    assert mutation.unaccounted_first([MUTANT], changes, []) == [[MUTANT]]
+    assert mutation.unaccounted_first([MUTANT], changes, [account()]) == [[MUTANT]]
+    assert mutation.unaccounted_first([], {}, [account()]) == []
+
+
+def test_a_mutant_a_run_judged_is_one_whose_time_mutmut_recorded_during_it() -> None:
+    """A stopped run judged some of the mutants it was given: those are the ones whose
+    time is new or other than before it."""
+    given = ["m_1", "m_2", "m_3", "m_4"]
+    before = {"m_1": 1.5, "m_2": 2.0, "other_1": 1.0}
+    after = {"m_1": 1.5, "m_2": 7.25, "m_3": 0.5, "other_1": 9.0}
+    assert mutation.judged_during(given, before, after) == {"m_2", "m_3"}
+
+
 READ_AS_MUTMUT_READS = """
 import json, sys
 from mutmut.runners.harness import ListAllTestsResult

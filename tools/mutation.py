@@ -291,8 +291,10 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     mutmut last recorded every test (which it then records again), or said to have no
     tests by books that now map tests to its function; last, of chosen
     modules, the mutants mutmut made meanwhile (as it starts, of the functions changed
-    since its last run; it judges only those it is given by name). What mutmut judged
-    for the first time is noted as judged against today's tests, even in a stopped run."""
+    since its last run; it judges only those it is given by name). Of the mutants
+    judged again, those with no account go first: they are what a run is for, and one
+    that lives costs minutes. What mutmut judged, for the first time or again, is noted
+    as judged against today's tests, even in a stopped run."""
     restore_kept()
     recording_everything = not STATS.exists()  # mutmut records every test when it has no books
     before = mutmut_verdicts(modules)
@@ -327,14 +329,16 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
             for m in lived
             if against.get(m) != digest or function_of(m) in unrecorded or m in reached
         )
-        if again:
-            if unrecorded:
-                record_every_test_again()
-            outcome = run_mutmut(again, deadline)
-        if outcome == FINISHED:  # after a stop, which of them mutmut reran cannot be told
-            against |= dict.fromkeys(again, digest)
-            if again and unrecorded:
-                _note_functions_recorded()
+        if again and unrecorded:
+            record_every_test_again()
+        for batch in unaccounted_first(again, _changes_in_mutants(again), every_account()):
+            times = durations(modules)
+            outcome = run_mutmut(batch, deadline)
+            against |= dict.fromkeys(judged_during(batch, times, durations(modules)), digest)
+            if outcome != FINISHED:
+                break
+        if outcome == FINISHED and again and unrecorded:
+            _note_functions_recorded()
     if outcome == FINISHED and chosen:
         made = sorted(m for m, code in mutmut_verdicts(modules).items() if code is None)
         if made:
@@ -342,6 +346,43 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     note_newly_judged()
     JUDGED_AGAINST.write_text(json.dumps(against, indent=1), "utf-8")
     return outcome
+
+
+def unaccounted_first(
+    mutants: list[str], changes: Mapping[str, str], accounts: Iterable[Account]
+) -> list[list[str]]:
+    """The mutants to judge again in batches, those with no account first (each batch
+    one mutmut run, as mutmut picks its own order within a run); no empty batch."""
+    keys = {(account.function, account.change) for account in accounts}
+    accounted = {m for m in mutants if (function_of(m), changes[m]) in keys}
+    batches = [sorted(set(mutants) - accounted), sorted(accounted)]
+    return [batch for batch in batches if batch]
+
+
+def judged_during(
+    mutants: Iterable[str], before: Mapping[str, float], after: Mapping[str, float]
+) -> set[str]:
+    """Which of ``mutants`` a run judged, by mutmut's durations before and after it:
+    mutmut records a mutant's time as it records its verdict, so one the run judged
+    has a time it did not have before (a stopped run judged only some)."""
+    return {m for m in mutants if m in after and before.get(m) != after[m]}
+
+
+def durations(modules: Iterable[str]) -> dict[str, float]:
+    """Mutant → how long its last judging took, from mutmut's records."""
+    found: dict[str, float] = {}
+    for module in modules:
+        meta = records_of(module)
+        if meta.exists():
+            found |= json.loads(meta.read_text(encoding="utf-8"))["durations_by_key"]
+    return found
+
+
+def _changes_in_mutants(mutants: list[str]) -> dict[str, str]:
+    """The changes of these mutants, each module's mutated copy in mutants/ parsed once."""
+    modules = {module_of(m) for m in mutants}
+    sources = {m: (MUTANTS / PACKAGE / f"{m}.py").read_text(encoding="utf-8") for m in modules}
+    return changes_of(mutants, sources)
 
 
 def functions_unrecorded(verdicts: Iterable[str], recorded: set[str]) -> set[str]:
