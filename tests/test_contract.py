@@ -357,12 +357,18 @@ def test_a_schema_without_properties_or_required_has_no_field_and_requires_nothi
     }
 
 
-@pytest.mark.parametrize("part", ["message", "record"])
+@pytest.mark.parametrize("part", ["message", "record", "address", "cli"])
 def test_a_part_gathered_from_no_cases_is_what_it_has_besides_its_cases(part: str) -> None:
-    whole = contract.gather(part, contract.load_corpus()[part])
-    besides = {k: v for k, v in whole.items() if not k.startswith(("parse:", "encode:"))}
+    given = contract.load_corpus()[part]
+    whole = contract.gather(part, given)
+    cases = tuple(f"{kind}:" for kind in given)
+    besides = {k: v for k, v in whole.items() if not k.startswith(cases)}
     assert besides != whole
     assert contract.gather(part, {}) == besides
+
+
+def test_a_schema_without_defs_names_nothing() -> None:
+    assert contract._defs_facets({"type": "object"}, "op") == {"schema": {"type": "object"}}
 
 
 def test_a_schema_or_a_protocol_the_code_no_longer_speaks_is_a_contradiction(
