@@ -426,6 +426,22 @@ C.UTF-8 nor meets in UTF-8 mode: it reads its arguments, and encodes a child's
 environment, as ASCII."""
 
 
+def python_under_c_locale(code: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """``python -c code args`` under C_LOCALE_WITHOUT_UTF8_MODE, importing what this
+    process imports (the mutant under test among it, if any); its output as bytes."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            **C_LOCALE_WITHOUT_UTF8_MODE,
+            **mutated(),
+        },
+        capture_output=True,
+        timeout=60,
+    )
+
+
 def python_in(root: Path, code: str) -> str:
     """What ``code`` prints, run by a fresh interpreter with PI_POST_DIR at ``root``
     and nothing else of this environment: what a command imports shows only in a

@@ -8,8 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +18,7 @@ import pytest
 from pipost import compatibility, contract, driver, files, gate, mailbox, message, schemas, session
 from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Json, Revision, Verdict
 from pipost_conformance import INTEROP
-from tests.helpers import C_LOCALE_WITHOUT_UTF8_MODE, mutated
+from tests.helpers import python_under_c_locale
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -498,17 +496,7 @@ def test_pins_are_written_in_utf_8_under_a_locale_that_is_not(tmp_path: Path) ->
         "pins = {'message': {1: [Revision('f', {'parse:gr\\u00fc\\u00dfe': 1})]}}\n"
         "contract.save_pins(pins, Path(sys.argv[1]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, str(path)],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "PYTHONPATH": os.pathsep.join(sys.path),
-            **C_LOCALE_WITHOUT_UTF8_MODE,
-            **mutated(),
-        },
-        capture_output=True,
-        timeout=60,
-    )
+    done = python_under_c_locale(probe, str(path))
     assert (done.returncode, done.stderr) == (0, b"")
     assert (
         path.read_bytes()
@@ -526,17 +514,7 @@ def test_the_shipped_pins_and_corpus_read_the_same_under_a_locale_that_is_not_ut
         "from pipost import compatibility, contract\n"
         "print(json.dumps([compatibility.to_data(contract.load_pins()), contract.load_corpus()]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "PYTHONPATH": os.pathsep.join(sys.path),
-            **C_LOCALE_WITHOUT_UTF8_MODE,
-            **mutated(),
-        },
-        capture_output=True,
-        timeout=60,
-    )
+    done = python_under_c_locale(probe)
     assert (done.returncode, done.stderr) == (0, b"")
     read_here = [compatibility.to_data(contract.load_pins()), contract.load_corpus()]
     assert json.loads(done.stdout) == read_here

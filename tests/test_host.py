@@ -12,8 +12,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -1758,17 +1756,7 @@ def test_a_sender_name_a_c_locale_cannot_encode_reaches_the_command_in_utf8(
         f"{{'OUT': {str(out)!r}}})\n"
         "print(context.enter(Delivery(message, format.frame(message), True)))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "PYTHONPATH": os.pathsep.join(sys.path),
-            **helpers.C_LOCALE_WITHOUT_UTF8_MODE,
-            **helpers.mutated(),
-        },
-        capture_output=True,
-        timeout=60,
-    )
+    done = helpers.python_under_c_locale(probe)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"True\n", b"")
     assert out.read_bytes() == "Zoë".encode()
 
