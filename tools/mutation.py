@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 MUTANTS = REPOSITORY / "mutants"
@@ -370,12 +371,7 @@ def judged_during(
 
 def durations(modules: Iterable[str]) -> dict[str, float]:
     """Mutant → how long its last judging took, from mutmut's records."""
-    found: dict[str, float] = {}
-    for module in modules:
-        meta = records_of(module)
-        if meta.exists():
-            found |= json.loads(meta.read_text(encoding="utf-8"))["durations_by_key"]
-    return found
+    return _recorded(modules, "durations_by_key")
 
 
 def _changes_in_mutants(mutants: list[str]) -> dict[str, str]:
@@ -436,12 +432,17 @@ def every_module() -> list[str]:
 
 def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
     """Mutant → mutmut's exit code, from its records (mutants/src/pipost/<module>.py.meta)."""
-    codes: dict[str, int | None] = {}
+    return _recorded(modules, "exit_code_by_key")
+
+
+def _recorded(modules: Iterable[str], key: str) -> dict[str, Any]:
+    """Mutant → what mutmut's records of these modules hold for it under ``key``."""
+    found: dict[str, Any] = {}
     for module in modules:
         meta = records_of(module)
         if meta.exists():
-            codes |= json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-    return codes
+            found |= json.loads(meta.read_text(encoding="utf-8"))[key]
+    return found
 
 
 def changes_of(mutants: Iterable[str], sources: Mapping[str, str]) -> dict[str, str]:
