@@ -162,6 +162,21 @@ def test_a_mutant_said_to_have_no_tests_is_judged_again_once_the_books_map_tests
     assert mutation.reached_since(verdicts, reached) == {MUTANT}
 
 
+def test_the_first_run_names_the_mutants_not_judged_or_else_makes_mutmuts_copies_and_books() -> (
+    None
+):
+    judged, waiting = {MUTANT: 1}, {MUTANT: 1, "pipost.policy.x_verdict__mutmut_8": None}
+    first = mutation.first_run
+    assert first(["policy"], judged, chosen=False, books=True) == []
+    assert first(["policy"], {}, chosen=True, books=True) == ["pipost.policy.*"]
+    assert first(["policy"], waiting, chosen=True, books=False) == [
+        "pipost.policy.x_verdict__mutmut_8"
+    ]
+    assert first(["policy"], judged, chosen=True, books=True) is None
+    # a fresh clone: every mutant judged by the kept verdicts, but no mutated copy yet
+    assert first(["policy"], judged, chosen=True, books=False) == []
+
+
 def test_mutants_judged_again_go_in_two_runs_those_with_no_account_first() -> None:
     other = "pipost.policy.x_verdict__mutmut_8"
     changes = {MUTANT: CHANGE, other: "-    return REFUSE\n+    return None"}

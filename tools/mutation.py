@@ -299,13 +299,7 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     restore_kept()
     recording_everything = not STATS.exists()  # mutmut records every test when it has no books
     before = mutmut_verdicts(modules)
-    first: list[str] | None
-    if not chosen:
-        first = []  # mutmut alone: the mutants of new and changed functions
-    elif not before:
-        first = [f"pipost.{module}.*" for module in modules]
-    else:
-        first = sorted(m for m, code in before.items() if code is None) or None
+    first = first_run(modules, before, chosen=chosen, books=not recording_everything)
     digest = tests_digest()
     against = judged_against()
     outcome = FINISHED
@@ -347,6 +341,21 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     note_newly_judged()
     JUDGED_AGAINST.write_text(json.dumps(against, indent=1), "utf-8")
     return outcome
+
+
+def first_run(
+    modules: list[str], before: Mapping[str, int | None], *, chosen: bool, books: bool
+) -> list[str] | None:
+    """What mutmut is given first: no names (it judges the mutants of new and changed
+    functions), names, or nothing to run (None). Without its books (mutants/ rebuilt
+    from the kept verdicts, every mutant judged), mutmut must still run once, to make
+    the mutated copies and record what each test reaches, before any is judged again."""
+    if not chosen:
+        return []
+    if not before:
+        return [f"pipost.{module}.*" for module in modules]
+    waiting = sorted(m for m, code in before.items() if code is None)
+    return waiting or (None if books else [])
 
 
 def unaccounted_first(
