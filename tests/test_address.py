@@ -17,6 +17,7 @@ from pipost.address import (
     default_name,
     expand_path,
     is_address,
+    process_name,
     resume_handle,
 )
 from pipost_conformance import INTEROP
@@ -149,6 +150,16 @@ def test_default_name_is_cwd_basename_and_address_characters_3_to_6() -> None:
 )
 def test_default_name_of_the_root_is_root_and_only_slashes_are_trimmed(cwd: str, name: str) -> None:
     assert default_name(cwd, "s-d51010b8f7a1") == name
+
+
+@pytest.mark.parametrize(
+    ("cwd", "name"),
+    [("/home/dev/gtm", "process:gtm"), ("/", "process:root"), ("/srv/BOX/", "process:BOX")],
+)
+def test_a_process_without_a_name_is_named_after_its_folder_as_a_session_is(
+    cwd: str, name: str
+) -> None:
+    assert process_name(cwd) == name
 
 
 def test_an_address_is_checked_before_it_names_a_file_and_a_refusal_shows_the_text() -> None:

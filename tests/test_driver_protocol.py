@@ -176,6 +176,38 @@ def test_null_for_a_defaulted_argument_is_a_misuse(
     assert not (tmp_path / "post").exists(), "a misuse did nothing"
 
 
+@pytest.mark.parametrize(
+    ("op", "args", "name"),
+    [
+        ("register", {"session_id": "s", "cwd": "/", "name": 5}, "name"),  # str | None
+        ("send", {"targets": "bob", "body": "hi", "cwd": "/"}, "targets"),  # a list of str
+        ("send", {"targets": [5], "body": "hi", "cwd": "/"}, "targets"),
+        ("race", {"session_id": "s", "receivers": [1, 2]}, "receivers"),
+    ],
+)
+def test_a_mistyped_argument_is_a_misuse_whatever_the_shape_of_its_type(
+    tmp_path: Path, op: str, args: dict[str, Json], name: str
+) -> None:
+    driver = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    with pytest.raises(DriverError, match=f"^{op}: {name} must be "):
+        driver.call(op, **args)
+    assert not (tmp_path / "post").exists(), "a misuse did nothing"
+
+
+def test_a_send_reads_its_targets_home_from_home_when_given_else_the_worlds(
+    tmp_path: Path,
+) -> None:
+    driver = InProcessDriver(tmp_path / "post", home=str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "proj").mkdir(parents=True)
+    address = driver.call("register", session_id="s", cwd=str(elsewhere / "proj"))["address"]
+    sent = driver.call("send", targets=["~/proj"], body="hi", cwd="/", home=str(elsewhere))
+    receipts = sent["receipts"]
+    assert isinstance(receipts, list) and len(receipts) == 1
+    assert isinstance(receipts[0], dict) and receipts[0]["address"] == address
+    assert "refused" in driver.call("send", targets=["~/proj"], body="hi", cwd="/")
+
+
 def test_the_arguments_of_an_operation_are_checked_against_types_read_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

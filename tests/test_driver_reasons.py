@@ -186,15 +186,26 @@ def test_a_mailbox_that_cannot_be_written_is_a_failure_naming_its_address(
     }
 
 
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [
+        ("/post/registry", "No space left on device: /post/registry"),
+        (None, "No space left on device"),  # a failure that names no file says none
+    ],
+)
 def test_any_other_failure_of_the_file_system_is_an_io_error(
-    driver: InProcessDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    driver: InProcessDriver,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str | None,
+    text: str,
 ) -> None:
     def full_disk(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/post/registry")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), where)
 
     monkeypatch.setattr(registry, "register", full_disk)
     assert driver.call("register", session_id="a", cwd=str(tmp_path)) == {
-        "failed": {"code": "io_error", "text": "No space left on device: /post/registry"}
+        "failed": {"code": "io_error", "text": text}
     }
 
 

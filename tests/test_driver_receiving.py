@@ -113,6 +113,17 @@ def test_a_plain_context_enters_the_message_again_after_the_crash_once(
     assert bodies(driver.call("deliver", session_id=SESSION)) == []
 
 
+def test_a_receiver_restarting_after_a_crash_takes_the_mail_that_waited_as_a_start_does(
+    driver: InProcessDriver,
+) -> None:
+    send(driver, "waited through the crash")
+    driver.call("deliver", session_id=SESSION, context="plain", crash="after_entry")
+
+    restarted = driver.call("deliver", session_id=SESSION, resume="stage")
+
+    assert [e["wake"] for e in entries(restarted)] == [False], "staged, not woken"
+
+
 def test_a_crash_asked_for_when_nothing_enters_does_not_happen(driver: InProcessDriver) -> None:
     result = driver.call("deliver", session_id=SESSION, crash="after_entry")
     assert result == {"entered": [], "dropped": [], "set_aside": [], "crashed": False}
@@ -172,6 +183,23 @@ def test_a_letter_the_real_disk_will_not_let_go_stays_claimed_as_a_refused_unlin
     assert queued(driver) == 0
 
 
+def test_a_letter_the_file_system_would_not_unlink_is_let_go_when_its_receiver_dies(
+    driver: InProcessDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unlinks = FailingUnlinks(monkeypatch)
+    send(driver, "held by a refusing disk")
+    driver.call("deliver", session_id=SESSION, receiver="one", context="plain")
+    send(driver, "the crash comes here", "process:other")
+    crashed = driver.call("deliver", session_id=SESSION, receiver="one", crash="after_entry")
+    assert crashed["crashed"] is True
+    unlinks.failing = False
+    driver.call("advance_clock", ms=11_000)
+
+    other = driver.call("deliver", session_id=SESSION, receiver="survivor", context="plain")
+
+    assert bodies(other) == ["held by a refusing disk", "the crash comes here"]
+
+
 def test_unlinks_refused_past_a_crash_end_with_the_receiver(driver: InProcessDriver) -> None:
     send(driver, "held, then let go")
     driver.call("deliver", session_id=SESSION, context="plain", fail_unlink=1)
@@ -201,6 +229,17 @@ def test_the_context_and_the_disk_fail_as_many_times_as_asked_and_then_work(
     refusing = driver.call("deliver", session_id=SESSION, context="plain", fail_unlink=2)
     assert bodies(refusing) == ["letter 0", "letter 1", "letter 3"]
     assert queued(driver) == 2, "the disk refused the first two unlinks, not the third"
+
+
+def test_a_letter_whose_entry_failed_waits_its_retry_delay_on_the_worlds_clock(
+    driver: InProcessDriver,
+) -> None:
+    send(driver, "try me again")
+    assert bodies(driver.call("deliver", session_id=SESSION, context="plain", fail=1)) == []
+    driver.call("advance_clock", ms=999)
+    assert bodies(driver.call("deliver", session_id=SESSION)) == [], "its first delay is 1 s"
+    driver.call("advance_clock", ms=1)
+    assert bodies(driver.call("deliver", session_id=SESSION)) == ["try me again"]
 
 
 def test_receivers_racing_on_one_address_enter_each_letter_once(driver: InProcessDriver) -> None:
@@ -517,7 +556,7 @@ def test_drops_give_the_code_and_facts_of_their_rule_and_pipost_words_as_text(
 def test_a_misused_deliver_is_an_error(
     driver: InProcessDriver, args: dict[str, Json], error: str
 ) -> None:
-    with pytest.raises(DriverError, match=error):
+    with pytest.raises(DriverError, match="^" + re.escape(error)):
         driver.call("deliver", session_id=SESSION, **args)
 
 

@@ -49,9 +49,19 @@ def checked(text: str) -> str:
 
 
 def default_name(cwd: str, address: str) -> str:
-    """Name of an unnamed session: basename of its cwd, ``-``, address characters 3–6."""
-    base = posixpath.basename(cwd.rstrip("/")) or "root"
-    return f"{base}-{address[2:6]}"
+    """Name of an unnamed session: its folder's name, ``-``, address characters 3–6."""
+    return f"{_folder_name(cwd)}-{address[2:6]}"
+
+
+def process_name(cwd: str) -> str:
+    """Name of a process that sends without one (no ``--from``): ``process:`` and the
+    name of its working directory."""
+    return f"process:{_folder_name(cwd)}"
+
+
+def _folder_name(cwd: str) -> str:
+    """The basename of ``cwd``, trailing slashes trimmed; the root's is ``root``."""
+    return posixpath.basename(cwd.rstrip("/")) or "root"
 
 
 def resume_handle(session_id: str) -> str:

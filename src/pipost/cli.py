@@ -16,7 +16,7 @@ import os
 import sys
 
 from pipost import files, format, mailbox
-from pipost.address import address_of, is_address
+from pipost.address import address_of, is_address, process_name
 from pipost.message import BODY_CAP, Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
 from pipost.refusals import BodyTooLarge, NoTargets
@@ -428,7 +428,7 @@ def cmd_send(args: Sequence[str], ctx: Context) -> int:
         label = _text(options["--from"][-1], "--from")
     else:
         label = _text(ctx.environ.get("PI_POST_FROM") or "", "PI_POST_FROM")
-    label = label or "process:" + (os.path.basename(cwd.rstrip("/")) or "root")
+    label = label or process_name(cwd)
     reply_to = _reply_to(options.get("--reply-to"), ctx)
     body = _body(options, ctx)  # checked before the targets are resolved, as DESIGN §4 says
     sender = Sender(kind="process", name=label, cwd=cwd)

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO, TypeAlias, Union
 
 from pipost import format, host, mailbox, message, registry, session
-from pipost.address import address_of, default_name, is_address
+from pipost.address import address_of, default_name, is_address, process_name
 from pipost.message import Rejected, Sender
 from pipost.policy import DUPLICATE_WINDOW_MS, RATE_LIMIT, RATE_WINDOW_MS, inbound_mode, resume_mode
 from pipost.post import Post, Refused
@@ -536,8 +536,7 @@ class InProcessDriver:
 
     def _sender(self, cwd: str, label: str | None, session: str | None) -> Sender:
         if session is None:
-            name = label or "process:" + (os.path.basename(cwd.rstrip("/")) or "root")
-            return Sender(kind="process", name=name, cwd=cwd)
+            return Sender(kind="process", name=label or process_name(cwd), cwd=cwd)
         address = address_of(session)
         record = registry.read(self.root, address)
         if record is None:
@@ -567,19 +566,17 @@ class RecordingContext:
     and can be told to refuse its next entries. With a ``ledger`` it can say which
     ids it holds, as a transcript can; without, it cannot, as a command cannot."""
 
-    def __init__(self, inbox: Path, *, ledger: bool = True) -> None:
+    def __init__(self, inbox: Path, *, ledger: bool) -> None:
         self.inbox = inbox
         self.ledger = ledger
-        self.entries: list[Result] = []
         self._held: set[str] = set()
-        self._failures_left = 0
-        self.entry_s = 0.0
-        """How long an entry takes (a race: as a model's does, so receivers overlap)."""
+        self.begin(0)
 
     def begin(self, failures: int, *, entry_s: float = 0.0) -> None:
-        self.entries = []
+        self.entries: list[Result] = []
         self._failures_left = failures
         self.entry_s = entry_s
+        """How long an entry takes (a race: as a model's does, so receivers overlap)."""
 
     def holds(self, message_id: str) -> bool | None:
         return message_id in self._held if self.ledger else None
@@ -611,12 +608,11 @@ class FailingDisk:
     def __init__(self, context: RecordingContext) -> None:
         self.context = context
         self.stop: Callable[[], None] = lambda: None
-        """Ends the receiver's drain: after a crash it takes nothing more."""
-        self.crashed = False
-        self._failures_left = 0
-        self._crash_after_entry = False
+        """Ends the receiver's drain: after a crash it takes nothing more (the
+        receiver's own request_stop, once it runs)."""
         self._kept: list[mailbox.Claim] = []
         """Claims whose unlink was refused: the receiver holds them, locked."""
+        self.begin(0, crash_after_entry=False)
 
     def begin(self, failures: int, *, crash_after_entry: bool) -> None:
         self._failures_left = failures
