@@ -831,18 +831,26 @@ def test_the_conformance_kit_takes_its_paths_from_the_working_directory(
 
 
 def listen_until(
-    argv: list[str], env: dict[str, str], cwd: Path, ready: Callable[[], bool], what: str
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    ready: Callable[[], bool],
+    what: str,
+    *,
+    without_stderr: bool = False,
 ) -> str:
     """Run ``pi-post listen`` as a process until ``ready()``, then stop it as SIGTERM
-    does; what it said on standard error."""
+    does; what it said on standard error (nothing when started ``without_stderr``,
+    its descriptor closed, as by a hook's ``2>&-``)."""
     listener = subprocess.Popen(
         pi_post("listen", *argv),
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if without_stderr else subprocess.PIPE,
         text=True,
+        preexec_fn=(lambda: os.close(2)) if without_stderr else None,
     )
     try:
         deadline = time.monotonic() + 15
@@ -853,7 +861,7 @@ def listen_until(
     finally:
         listener.send_signal(signal.SIGTERM)
         _, stderr = listener.communicate(timeout=15)
-    return stderr
+    return stderr or ""
 
 
 @pytest.mark.parametrize(
@@ -888,6 +896,30 @@ def test_a_listener_warns_once_about_a_mode_variable_that_names_no_mode(
     )
     about_modes = [line for line in stderr.splitlines() if "PI_POST_" in line]
     assert about_modes == warnings
+
+
+def test_a_listener_started_without_standard_error_runs_its_warnings_unsaid(
+    tmp_path: Path,
+) -> None:
+    """A mode warning with nowhere to be said is dropped, as every error is then: it
+    must not end the listener before it registers (INV-23)."""
+    root = tmp_path / "post"
+    session_id = "no-stderr-warnings"
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PI_POST_DIR": str(root),
+        "PI_POST_INBOUND": "sometimes",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        **measured(),
+    }
+    listen_until(
+        ["--session-id", session_id],
+        env,
+        tmp_path,
+        lambda: registry.read(root, address_of(session_id)) is not None,  # after the modes
+        "the listener registers",
+        without_stderr=True,
+    )
 
 
 def test_a_command_a_listener_runs_is_told_its_session(tmp_path: Path) -> None:
