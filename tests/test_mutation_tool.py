@@ -245,6 +245,51 @@ def test_recording_every_test_again_makes_each_new_to_mutmut_and_keeps_what_it_k
     }
 
 
+def test_the_note_of_the_last_recording_names_the_tests_it_was_made_against() -> None:
+    """A note written before it named the tests (a list of functions) reads as made
+    against unknown tests, so the next run records every test again."""
+    functions = ["pipost.policy.x_verdict"]
+    assert mutation.recorded_note(functions) == {"functions": functions}
+    note = {"functions": functions, "tests": "abc"}
+    assert mutation.recorded_note(note) == note
+    assert mutation.recorded_note(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("books", "whole"),
+    [
+        (None, False),  # mutmut was stopped before it saved any
+        ({"tests_by_mangled_function_name": {}, "duration_by_test": {}}, False),
+        ({"tests_by_mangled_function_name": {}, "duration_by_test": {"t": 0.5}}, True),
+    ],
+)
+def test_books_are_whole_once_mutmut_saved_the_time_of_a_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, books: object, whole: bool
+) -> None:
+    """record_every_test_again() empties the times; mutmut saves its books only once it
+    has recorded every test, and a run stopped before then leaves them empty."""
+    stats = tmp_path / "mutmut-stats.json"
+    if books is not None:
+        stats.write_text(json.dumps(books))
+    monkeypatch.setattr(mutation, "STATS", stats)
+    assert mutation._every_test_recorded() is whole
+
+
+def test_a_recording_is_noted_with_the_tests_it_was_made_against(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What run() compares with today's tests_digest() to know whether mutmut's books
+    are stale: the digest noted is the one read back."""
+    monkeypatch.setattr(mutation, "RECORDED", tmp_path / "functions-recorded.json")
+    monkeypatch.setattr(
+        mutation, "mutmut_verdicts", lambda modules: {"pipost.policy.x_verdict__mutmut_1": 1}
+    )
+    assert mutation._tests_recorded() is None
+    mutation._note_functions_recorded("d1")
+    assert mutation._tests_recorded() == "d1"
+    assert mutation._functions_recorded() == {"pipost.policy.x_verdict"}
+
+
 ADDRESS_HASHES = {"x_checked": "aaa", "x_is_address": "bbb", "x_address_of": "ccc"}
 ADDRESS_RECORDS = {
     "exit_code_by_key": {

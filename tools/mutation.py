@@ -50,9 +50,11 @@ JUDGED_AGAINST = MUTANTS / "lived-judged-against.json"
 STATS = MUTANTS / "mutmut-stats.json"
 """mutmut's books: which tests reach each function, and each test's time."""
 RECORDED = MUTANTS / "functions-recorded.json"
-"""The functions there were when mutmut last recorded what every test reaches: it
-records only tests it has not seen, so a function added since is reached, in its
-books, by the tests added with it alone."""
+"""The functions there were, and the tests (tests_digest), when mutmut last recorded
+what every test reaches. It records only tests it has not seen: a function added since
+is reached, in its books, by the tests added with it alone, and a test changed since
+keeps what it reached before (one whose child now runs the mutant, say, is never run
+against the mutants only that child reaches)."""
 CHILD_STATS = MUTANTS / "child-stats"
 """Where sitecustomize.py writes what each child of a test reaches (mutmut_children.py)."""
 KEPT = Path(__file__).resolve().parent / "verdicts"
@@ -286,7 +288,9 @@ def tests_digest() -> str:
 
 
 def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
-    """New and changed mutants first (of chosen modules: those not judged yet, by
+    """When the tests have changed since mutmut last recorded what every test reaches,
+    it records every test again before it judges anything. New and changed mutants
+    first (of chosen modules: those not judged yet, by
     name, as mutmut judges again every mutant it is given by name); then, again, each
     mutant that lived against other tests than today's, or of a function added since
     mutmut last recorded every test (which it then records again), or said to have no
@@ -297,10 +301,13 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     that lives costs minutes. What mutmut judged, for the first time or again, is noted
     as judged against today's tests, even in a stopped run."""
     restore_kept()
+    digest = tests_digest()
     recording_everything = not STATS.exists()  # mutmut records every test when it has no books
+    if not recording_everything and _tests_recorded() != digest:
+        record_every_test_again()
+        recording_everything = True
     before = mutmut_verdicts(modules)
     first = first_run(modules, before, chosen=chosen, books=not recording_everything)
-    digest = tests_digest()
     against = judged_against()
     outcome = FINISHED
     judged_before = {m for m, code in before.items() if code is not None}
@@ -312,9 +319,9 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     if first is not None:
         outcome = run_mutmut(first, deadline)
         note_newly_judged()
+        if recording_everything and _every_test_recorded():  # even if stopped since
+            _note_functions_recorded(digest)
     if outcome == FINISHED:
-        if recording_everything:
-            _note_functions_recorded()
         unrecorded = functions_unrecorded(mutmut_verdicts(every_module()), _functions_recorded())
         verdicts = mutmut_verdicts(modules)
         lived = [m for m, code in verdicts.items() if STATUS_BY_EXIT_CODE.get(code) == LIVED]
@@ -333,7 +340,7 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
             if outcome != FINISHED:
                 break
         if outcome == FINISHED and again and unrecorded:
-            _note_functions_recorded()
+            _note_functions_recorded(digest)
     if outcome == FINISHED and chosen:
         made = sorted(m for m, code in mutmut_verdicts(modules).items() if code is None)
         if made:
@@ -404,17 +411,40 @@ def reached_since(verdicts: Mapping[str, int | None], reached: set[str]) -> set[
 
 
 def _functions_reached() -> set[str]:
-    books = json.loads(STATS.read_text("utf-8")) if STATS.exists() else {}
+    books = _read_json(STATS) or {}
     return {f for f, tests in books.get("tests_by_mangled_function_name", {}).items() if tests}
 
 
 def _functions_recorded() -> set[str]:
-    return set(json.loads(RECORDED.read_text("utf-8"))) if RECORDED.exists() else set()
+    return set(recorded_note(_read_json(RECORDED)).get("functions", []))
 
 
-def _note_functions_recorded() -> None:
+def _tests_recorded() -> str | None:
+    return recorded_note(_read_json(RECORDED)).get("tests")
+
+
+def recorded_note(note: Any) -> dict[str, Any]:
+    """RECORDED as read: a note of 2026-12-06 or before is the list of functions alone,
+    recorded against tests it does not name."""
+    if isinstance(note, list):
+        return {"functions": note}
+    return note if isinstance(note, dict) else {}
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text("utf-8")) if path.exists() else None
+
+
+def _note_functions_recorded(digest: str) -> None:
     functions = {function_of(mutant) for mutant in mutmut_verdicts(every_module())}
-    RECORDED.write_text(json.dumps(sorted(functions), indent=1), "utf-8")
+    note = {"functions": sorted(functions), "tests": digest}
+    RECORDED.write_text(json.dumps(note, indent=1), "utf-8")
+
+
+def _every_test_recorded() -> bool:
+    """mutmut saves its books only once it has recorded every test it was to record:
+    books that name a test's time are whole."""
+    return bool((_read_json(STATS) or {}).get("duration_by_test"))
 
 
 def record_every_test_again() -> None:
