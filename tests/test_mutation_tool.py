@@ -485,11 +485,17 @@ def test_a_test_far_past_its_unmutated_time_fails_as_hung_against_a_mutant_only(
     """A mutant that makes a loop spin is killed when its test overruns, not after
     mutmut's time-out over all its tests; the unmutated runs are never cut short."""
     (tmp_path / "test_slow.py").write_text(TESTS_THAT_TAKE_TWO_SECONDS)
+    (tmp_path / "code").mkdir()
     plugin = Path(mutation.__file__).parent / "under_mutmut"
     ran = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "mutmut_children", "-p", "no:cacheprovider", "-q"],
         cwd=tmp_path,
-        env=os.environ | {"PYTHONPATH": str(plugin), "MUTANT_UNDER_TEST": under_test},
+        env=os.environ
+        | {
+            "PYTHONPATH": str(plugin),
+            "MUTANT_UNDER_TEST": under_test,
+            "PIPOST_MUTATION_UNDER_TEST": str(tmp_path / "code"),
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -499,6 +505,20 @@ def test_a_test_far_past_its_unmutated_time_fails_as_hung_against_a_mutant_only(
     assert len(hung) == 2 * code, ran.stdout
     assert any("test_slow.py::test_two_seconds ran past" in line for line in hung) == bool(code)
     assert any("test_a_slow_fixture (setup) ran past" in line for line in hung) == bool(code)
+    # each kill is logged beside the code under test, naming its test and how it failed
+    kills = tmp_path / "kills.log"
+    logged = [line.split("\t")[:3] for line in kills.read_text().splitlines()] if code else []
+    assert logged == (
+        [
+            [under_test, "test_slow.py::test_two_seconds", "call"],
+            [under_test, "test_slow.py::test_a_slow_fixture", "setup"],
+        ]
+        if code
+        else []
+    )
+    assert kills.exists() == bool(code)
+    if code:
+        assert all("Hung: " in line for line in kills.read_text().splitlines())
 
 
 STARTS_ITSELF = """

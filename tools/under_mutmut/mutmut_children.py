@@ -159,6 +159,21 @@ def _hung_after(limit: float, what: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+KILLS = UNDER_TEST.parent / "kills.log"
+"""Which test killed each mutant, and how (its failure's first line), one line a kill:
+mutmut keeps only that some test failed, and a kill that cannot be real (of a
+mutant accounted equivalent) is traced by the test that made it."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _against_a_mutant() and report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        how = (crash.message if crash else report.longreprtext).strip().splitlines() or [""]
+        line = "\t".join([os.environ["MUTANT_UNDER_TEST"], report.nodeid, report.when, how[0]])
+        with open(KILLS, "a", encoding="utf-8") as log:
+            log.write(f"{line} ({report.duration:.1f} s)\n")
+
+
 def pytest_runtest_logstart(nodeid: str) -> None:
     if _recording():
         os.environ[TEST] = nodeid
