@@ -569,6 +569,15 @@ def test_adds_a_schema():
 
 def test_writes_beside_the_code():
     (CODE / "pipost" / "message.py.meta").write_text("{}")
+
+
+def test_leaves_hypothesis_its_cache():
+    (CODE / ".hypothesis" / "constants").mkdir(parents=True)
+    (CODE / ".hypothesis" / "constants" / "0c163ac806176208").write_text("[]")
+
+
+def test_runs_in_a_fake_file_system(fs):
+    Path("/elsewhere").mkdir()  # the code under test is not in this file system
 """
 
 
@@ -577,7 +586,9 @@ def test_a_test_that_writes_into_the_code_under_test_fails_and_is_undone_against
     tmp_path: Path, under_test: str, code: int
 ) -> None:
     """A mutant of bump once bumped mutants/src itself: every mutant judged after it
-    ran against a message v2. mutmut's own books beside the code are not the code."""
+    ran against a message v2. mutmut's own books beside the code are not the code, nor
+    Hypothesis's cache; and a test in a fake file system, where the code is not to be
+    seen, deleted nothing (until 2026-12-06, each such test failed every mutant)."""
     package = tmp_path / "code" / "pipost"
     package.mkdir(parents=True)
     module = package / "message.py"
@@ -600,12 +611,12 @@ def test_a_test_that_writes_into_the_code_under_test_fails_and_is_undone_against
         timeout=60,
     )
     assert ran.returncode == code, ran.stdout + ran.stderr
-    failed = [line for line in ran.stdout.splitlines() if line.startswith("FAILED")]
+    failed = [line for line in ran.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     assert failed == (
         [
-            "FAILED test_writes.py::test_rewrites_a_module - mutmut_children.WroteIntoTheCode: "
+            "ERROR test_writes.py::test_rewrites_a_module - mutmut_children.WroteIntoTheCode: "
             "the test wrote into the code under test: pipost/message.py (undone)",
-            "FAILED test_writes.py::test_adds_a_schema - mutmut_children.WroteIntoTheCode: "
+            "ERROR test_writes.py::test_adds_a_schema - mutmut_children.WroteIntoTheCode: "
             "the test wrote into the code under test: pipost/message.v2.schema.json (undone)",
         ]
         if code

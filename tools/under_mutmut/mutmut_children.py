@@ -51,11 +51,19 @@ own process, before it forks a worker for each mutant."""
 MUTMUTS_OWN = (".meta", ".spans")  # what mutmut writes there as it judges
 
 
+CACHES = ("__pycache__", ".hypothesis")
+"""Written beside the code by what runs it, and no part of it: Python's bytecode, and
+Hypothesis's constants, which it keeps in the folder a process starts in (a test of
+the kit's runner starts one in the kit's folder, in the clean run before the mutants)."""
+
+
 def _files_under(root: Path) -> dict[Path, os.stat_result]:
     return {
         path: path.stat()
         for path in root.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in MUTMUTS_OWN
+        if path.is_file()
+        and not set(CACHES) & set(path.parts)
+        and path.suffix not in MUTMUTS_OWN
     }
 
 
@@ -112,7 +120,18 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     from mutmut.state import state
 
     limit = HANG_FACTOR * state().duration_by_test.get(item.nodeid, 0.0) + HANG_GRACE_S
-    with _code_kept(), _hung_after(limit, item.nodeid):
+    with _hung_after(limit, item.nodeid):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """The code is looked at once the test's fixtures are gone: under a fake file
+    system (pyfakefs) the code is not there to see, and until 2026-12-06 every test
+    that ran in one failed against every mutant as having deleted it."""
+    if not _against_a_mutant():
+        return (yield)
+    with _code_kept():
         return (yield)
 
 

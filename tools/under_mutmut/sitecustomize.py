@@ -14,6 +14,7 @@ Nothing is done outside a stats run: under a mutant the trampolines need nothing
 import os
 
 if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUTATION_TEST"):
+    import time
     from pathlib import Path
 
     import mutmut.configuration
@@ -34,7 +35,10 @@ if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUT
     # tools/mutation.py makes the folder writable by all: some tests run their child
     # as another user, and one changes its effective uid halfway, so the record is
     # writable by all too. A child that cannot write loses its record, never its run.
-    record = REPOSITORY / "mutants" / "child-stats" / str(os.getpid())
+    # Named by the time too: the records are read when every test has run, and a
+    # recording starts more processes than there are pids (32,768 here), so a pid
+    # alone was reused and an early child's record overwritten by a later one's.
+    record = REPOSITORY / "mutants" / "child-stats" / f"{time.time_ns()}.{os.getpid()}"
     try:
         record.write_text(test_id + "\n", encoding="utf-8")  # the first line names the test
         record.chmod(0o666)
