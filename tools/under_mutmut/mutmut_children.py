@@ -61,9 +61,7 @@ def _files_under(root: Path) -> dict[Path, os.stat_result]:
     return {
         path: path.stat()
         for path in root.rglob("*")
-        if path.is_file()
-        and not set(CACHES) & set(path.parts)
-        and path.suffix not in MUTMUTS_OWN
+        if path.is_file() and not set(CACHES) & set(path.parts) and path.suffix not in MUTMUTS_OWN
     }
 
 
