@@ -405,9 +405,9 @@ def mutated() -> dict[str, str]:
     """The variables by which nox -s mutation follows a child started with an
     environment of its own: the mutant mutmut runs (without it, the child runs the
     code unmutated, and no mutant of what only a child runs could be killed), and,
-    while mutmut records what each test reaches, the test the child's record names
-    (tools/under_mutmut/sitecustomize.py)."""
-    harness = ("MUTANT_UNDER_TEST", "PIPOST_MUTATION_TEST")
+    while mutmut records what each test reaches, the test the child's record names and
+    where it is written (tools/under_mutmut/sitecustomize.py)."""
+    harness = ("MUTANT_UNDER_TEST", "PIPOST_MUTATION_TEST", "PIPOST_MUTATION_RECORDS")
     return {name: os.environ[name] for name in harness if name in os.environ}
 
 

@@ -552,6 +552,49 @@ def test_a_process_that_starts_itself_without_end_stops_past_sixteen_deep_agains
     assert ("processes nested 17 deep, past 16" in ran.stderr) == bool(code), ran.stderr
 
 
+RECORDED_CHILD = """
+from mutmut.state import state
+state()._stats.add("pipost.policy.x_verdict")  # what a trampoline does as it is reached
+"""
+
+
+def test_a_child_records_where_it_is_told_whichever_copy_of_the_recorder_it_loads(
+    tmp_path: Path,
+) -> None:
+    """mutmut copies tools/ into mutants/, and pytest puts the copy of under_mutmut
+    first on sys.path; a child started with that copy once wrote its record under
+    mutants/mutants/, where nothing is read, and mutmut never learnt what it reached."""
+    original = Path(mutation.__file__).parent / "under_mutmut"
+    copy = tmp_path / "mutants" / "tools" / "under_mutmut"
+    copy.mkdir(parents=True)
+    (copy / "sitecustomize.py").write_bytes((original / "sitecustomize.py").read_bytes())
+    repository = tmp_path / "repository"  # whose configuration mutmut reads
+    (repository / "src").mkdir(parents=True)
+    (repository / "pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["src"]\n')
+    records = repository / "mutants" / "child-stats"
+    records.mkdir(parents=True)
+    for recorder in (original, copy):
+        by = recorder.parent.parent.name
+        subprocess.run(
+            [sys.executable, "-c", RECORDED_CHILD],
+            env=os.environ
+            | {
+                "PYTHONPATH": str(recorder),
+                "MUTANT_UNDER_TEST": "stats",
+                "PIPOST_MUTATION_TEST": f"tests/test_policy.py::test_by_{by}",
+                "PIPOST_MUTATION_RECORDS": str(records),
+            },
+            cwd=tmp_path,
+            check=True,
+            timeout=60,
+        )
+    written = sorted(record.read_text().splitlines() for record in records.iterdir())
+    assert written == sorted(
+        [f"tests/test_policy.py::test_by_{recorder.parent.parent.name}", "pipost.policy.x_verdict"]
+        for recorder in (original, copy)
+    )
+
+
 TESTS_THAT_WRITE_INTO_THE_CODE = """
 import os
 from pathlib import Path

@@ -232,7 +232,11 @@ def environment() -> dict[str, str]:
     compiling it again in each child would cost a second a process."""
     path = [str(MUTANTS / "src"), str(UNDER_MUTMUT)]
     kept = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return kept | {"PYTHONPATH": os.pathsep.join(path), "HYPOTHESIS_PROFILE": "gate"}
+    return kept | {
+        "PYTHONPATH": os.pathsep.join(path),
+        "HYPOTHESIS_PROFILE": "gate",
+        "PIPOST_MUTATION_RECORDS": str(CHILD_STATS),  # sitecustomize.py
+    }
 
 
 def run_mutmut(names: list[str], deadline: float | None) -> str:

@@ -32,7 +32,12 @@ from types import FrameType
 
 import pytest
 
-CHILD_STATS = Path(__file__).resolve().parents[2] / "mutants" / "child-stats"
+CHILD_STATS = Path(
+    os.environ.get(
+        "PIPOST_MUTATION_RECORDS",  # set by tools/mutation.py
+        Path(__file__).resolve().parents[2] / "mutants" / "child-stats",
+    )
+)
 NOT_AGAINST_A_MUTANT = ("tests/conformance/", "tests/invariants/test_machine_verdicts.py")
 # ...but the transport's tests drive pipost.driver's own serve and SubprocessDriver.
 AGAINST_A_MUTANT_ALL_THE_SAME = ("tests/conformance/test_transport.py",)

@@ -5,22 +5,33 @@ tests start import the mutated code and inherit MUTANT_UNDER_TEST).
 While mutmut records which tests reach which function ("stats"), a child's
 trampolines record into the child, which mutmut never reads; so each function the
 child reaches is written, the moment it is first reached (a child may be killed), to
-a file that names the test that started it (PIPOST_MUTATION_TEST, which
-mutmut_children.py sets for each test and the child inherits; not pytest's own
+a file in PIPOST_MUTATION_RECORDS that names the test that started it
+(PIPOST_MUTATION_TEST, which mutmut_children.py sets for each test and the child
+inherits; not pytest's own
 variable, which a pytest run inside the child, the conformance runner's, overrides).
 mutmut_children.py, a pytest plugin in mutmut's own process, adds those to its books.
 Nothing is done outside a stats run: under a mutant the trampolines need nothing."""
 
 import os
 
-if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUTATION_TEST"):
+# Where to write is named by tools/mutation.py (PIPOST_MUTATION_RECORDS), not found
+# from this file: mutmut copies tools/ into mutants/, and pytest puts the copy of this
+# folder first on sys.path as it collects test_features.py; a test that hands its
+# child its own sys.path as PYTHONPATH then starts it with the copy, which, until
+# 2026-12-06, wrote under mutants/mutants/, a folder there is not (nothing recorded).
+RECORDS = os.environ.get("PIPOST_MUTATION_RECORDS")
+if (
+    os.environ.get("MUTANT_UNDER_TEST") == "stats"
+    and os.environ.get("PIPOST_MUTATION_TEST")
+    and RECORDS
+):
     import time
     from pathlib import Path
 
     import mutmut.configuration
     from mutmut.state import state
 
-    REPOSITORY = Path(__file__).resolve().parents[2]
+    REPOSITORY = Path(RECORDS).parents[1]
     test_id = os.environ["PIPOST_MUTATION_TEST"]
 
     # mutmut reads its configuration from the folder a process starts in, and a
@@ -38,7 +49,7 @@ if os.environ.get("MUTANT_UNDER_TEST") == "stats" and os.environ.get("PIPOST_MUT
     # Named by the time too: the records are read when every test has run, and a
     # recording starts more processes than there are pids (32,768 here), so a pid
     # alone was reused and an early child's record overwritten by a later one's.
-    record = REPOSITORY / "mutants" / "child-stats" / f"{time.time_ns()}.{os.getpid()}"
+    record = Path(RECORDS) / f"{time.time_ns()}.{os.getpid()}"
     try:
         record.write_text(test_id + "\n", encoding="utf-8")  # the first line names the test
         record.chmod(0o666)
