@@ -1722,6 +1722,18 @@ def test_a_working_directory_that_is_not_utf8_is_named_as_such(
 
 
 @pytest.mark.parametrize(
+    ("argv", "env"), [(["--reply-to", ""], {}), ([], {"PI_POST_REPLY_TO": ""})]
+)
+def test_an_empty_reply_address_is_as_if_none_were_given(
+    tmp_path: Path, target: Record, argv: list[str], env: dict[str, str]
+) -> None:
+    """An empty value (a variable set to nothing by a hook) is no reply address to
+    check: the send goes, as without one."""
+    ran = run(["send", "--to", "target", "--body", "x", *argv], tmp_path / "post", env=env)
+    assert (ran.code, ran.stderr) == (0, "")
+
+
+@pytest.mark.parametrize(
     ("argv", "env", "source"),
     [
         (["--reply-to", "bogus"], {}, "--reply-to"),
