@@ -20,7 +20,6 @@ from pipost.address import address_of, is_address, process_name
 from pipost.message import BODY_CAP, Rejected, Sender
 from pipost.post import Post, Refused, default_root, os_caller, wall_clock_ms
 from pipost.refusals import BodyTooLarge, NoTargets
-from pipost.registry import OsProcessTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -294,7 +293,7 @@ class Context:
         self.stdout: TextIO = sys.stdout if stdout is None else stdout
         self.stderr: TextIO = sys.stderr if stderr is None else stderr
         self.clock = clock
-        self.processes: ProcessTable = OsProcessTable() if processes is None else processes
+        self.processes = processes  # None: Post watches the real process table
         self.receipt_wait = receipt_wait
 
     def working_dir(self) -> str:
@@ -335,7 +334,7 @@ def _options(
             break
         if arg in ("--help", "-h"):
             raise HelpRequested
-        if not arg.startswith("--") or arg == "-":
+        if not arg.startswith("--"):
             positional.append(arg)
             continue
         name, has_value, value = arg.partition("=")
