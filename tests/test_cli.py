@@ -481,6 +481,30 @@ def test_an_unknown_option_is_refused(tmp_path: Path, command: str, option: str)
     assert not (tmp_path / "post").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["send", "--to"], "--to"),
+        (["send", "--to", "s-0123456789ab", "--body"], "--body"),
+        (["listen", "--session-id"], "--session-id"),
+    ],
+)
+def test_an_option_missing_its_value_is_refused_by_name(
+    tmp_path: Path, argv: list[str], option: str
+) -> None:
+    ran = run(argv, tmp_path / "post")
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == f"pi-post: {option} needs a value\n"
+    assert not (tmp_path / "post").exists()
+
+
+def test_arguments_on_both_sides_of_a_double_dash_are_all_positional(tmp_path: Path) -> None:
+    # One target before "--" and one after are two targets, which resolve refuses.
+    ran = run(["resolve", "first", "--", "second"], tmp_path / "post")
+    assert (ran.code, ran.stdout) == (1, "")
+    assert ran.stderr == "pi-post: resolve takes one target (see pi-post resolve --help)\n"
+
+
 @pytest.mark.parametrize("value", ["0", "-5", "soon", "", "nan", "inf", "\x1b[31m"])
 def test_an_exec_timeout_that_is_not_a_positive_number_is_refused(
     tmp_path: Path, value: str
