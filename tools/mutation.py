@@ -454,14 +454,14 @@ def _every_test_recorded() -> bool:
 def record_every_test_again() -> None:
     """Make every test new to mutmut, so that its next run records again what each
     reaches (adding to what it knew; its verdicts are kept)."""
-    books = json.loads(STATS.read_text("utf-8"))
+    books = _read_json(STATS)
     books["duration_by_test"] = {}
     STATS.write_text(json.dumps(books), "utf-8")
 
 
 def judged_against() -> dict[str, str]:
     """Mutant that lived → the tests digest it was judged against (JUDGED_AGAINST)."""
-    return json.loads(JUDGED_AGAINST.read_text("utf-8")) if JUDGED_AGAINST.exists() else {}
+    return _read_json(JUDGED_AGAINST) or {}
 
 
 def records_of(module: str) -> Path:

@@ -7,8 +7,8 @@ trampolines record into the child, which mutmut never reads; so each function th
 child reaches is written, the moment it is first reached (a child may be killed), to
 a file in PIPOST_MUTATION_RECORDS that names the test that started it
 (PIPOST_MUTATION_TEST, which mutmut_children.py sets for each test and the child
-inherits; not pytest's own
-variable, which a pytest run inside the child, the conformance runner's, overrides).
+inherits; not pytest's own variable, which a pytest run inside the child, the
+conformance runner's, overrides).
 mutmut_children.py, a pytest plugin in mutmut's own process, adds those to its books.
 Nothing is done outside a stats run: under a mutant the trampolines need nothing."""
 
