@@ -740,7 +740,7 @@ class SubprocessDriver:
     scenario that kills an implementation does not take the next one down."""
 
     def __init__(
-        self, command: str | Sequence[str], *, timeout_s: float = 60.0, validate: bool = False
+        self, command: str | Sequence[str], *, timeout_s: float, validate: bool = False
     ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         self.timeout_s = timeout_s

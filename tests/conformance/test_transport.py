@@ -200,6 +200,9 @@ def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
         ('print("hello", flush=True)', "not a JSON line: b'hello'"),
         ('print(json.dumps({"id": -1, "result": {}}), flush=True)', "answer is for request -1"),
         ('print(json.dumps({"id": request["id"]}), flush=True)', "has no result object"),
+        # What is quoted of a long line stops at its first 200 bytes.
+        ('print("x" * 300, flush=True)', "not a JSON line: b'x{200}'$"),
+        ('print(json.dumps("y" * 300), flush=True)', "the answer is not an object: b'\"y{199}'$"),
     ],
 )
 def test_an_answer_outside_the_protocol_is_a_transport_error(
@@ -223,7 +226,28 @@ def test_a_call_left_unanswered_times_out_as_such(tmp_path: Path) -> None:
         driver.close()
 
 
+def test_a_bound_under_a_second_still_waits_for_the_answer(tmp_path: Path) -> None:
+    result = {"protocol": PROTOCOL}
+    answer = f'print(json.dumps({{"id": request["id"], "result": {result}}}), flush=True)'
+    driver = SubprocessDriver(fake(answer), timeout_s=30)  # a loaded machine starts it within that
+    try:
+        driver.open(tmp_path, home=str(tmp_path))
+        driver.timeout_s = 0.9  # the fake runs now and answers at once
+        assert driver.call("list") == result
+    finally:
+        driver.close()
+
+
+def test_open_sets_the_implementations_clock_where_it_is_asked(tmp_path: Path) -> None:
+    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
+    try:
+        driver.open(tmp_path / "post", home=str(tmp_path), now=DEFAULT_NOW + 1_000)
+        assert driver.call("advance_clock", ms=5) == {"now": DEFAULT_NOW + 1_005}
+    finally:
+        driver.close()
+
+
 def test_a_command_that_does_not_run_is_a_transport_error(tmp_path: Path) -> None:
-    driver = SubprocessDriver("/nonexistent/pi-post driver")
+    driver = SubprocessDriver("/nonexistent/pi-post driver", timeout_s=30)
     with pytest.raises(TransportError, match="cannot run /nonexistent/pi-post driver"):
         driver.open(tmp_path, home=str(tmp_path))
