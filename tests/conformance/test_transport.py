@@ -177,19 +177,22 @@ def fake(behaviour: str) -> list[str]:
     return [sys.executable, "-c", FAKE.format(behaviour=behaviour)]
 
 
+# A fake that answers every call as open wants to be answered.
+OPEN_RESULT = {"protocol": PROTOCOL}
+ANSWER_AS_OPEN = f'print(json.dumps({{"id": request["id"], "result": {OPEN_RESULT}}}), flush=True)'
+
+
 def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
     tmp_path: Path,
 ) -> None:
-    result = {"protocol": PROTOCOL}  # what open wants; every other answer is the same
-    answer = f'print(json.dumps({{"id": request["id"], "result": {result}}}), flush=True)'
-    driver = SubprocessDriver(fake(f"{answer}\n    if n == 1: sys.exit(3)"), timeout_s=30)
+    driver = SubprocessDriver(fake(f"{ANSWER_AS_OPEN}\n    if n == 1: sys.exit(3)"), timeout_s=30)
     try:
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == result
+        assert driver.call("list") == OPEN_RESULT
         with pytest.raises(TransportError, match="exited with status 3"):
             driver.call("list")
         driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == result
+        assert driver.call("list") == OPEN_RESULT
     finally:
         driver.close()
 
@@ -227,13 +230,11 @@ def test_a_call_left_unanswered_times_out_as_such(tmp_path: Path) -> None:
 
 
 def test_a_bound_under_a_second_still_waits_for_the_answer(tmp_path: Path) -> None:
-    result = {"protocol": PROTOCOL}
-    answer = f'print(json.dumps({{"id": request["id"], "result": {result}}}), flush=True)'
-    driver = SubprocessDriver(fake(answer), timeout_s=30)  # a loaded machine starts it within that
+    driver = SubprocessDriver(fake(ANSWER_AS_OPEN), timeout_s=30)  # a loaded machine starts it
     try:
         driver.open(tmp_path, home=str(tmp_path))
         driver.timeout_s = 0.9  # the fake runs now and answers at once
-        assert driver.call("list") == result
+        assert driver.call("list") == OPEN_RESULT
     finally:
         driver.close()
 
