@@ -884,7 +884,12 @@ def listen_until(
             time.sleep(0.02)
     finally:
         listener.send_signal(signal.SIGTERM)
-        _, stderr = listener.communicate(timeout=15)
+        try:
+            _, stderr = listener.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            listener.kill()  # one that SIGTERM does not stop must not outlive its test
+            listener.communicate()
+            raise
     return stderr or ""
 
 
