@@ -38,6 +38,17 @@ def account(verdict: str = "equivalent", change: str = CHANGE) -> mutation.Accou
     return mutation.Account("pipost.policy.x_verdict", change, verdict, "why")
 
 
+def test_a_package_of_src_pipost_is_judged_as_a_module_its_records_beside_its_init() -> None:
+    """mutmut mutates src/pipost/schemas/__init__.py too and names its mutants as the
+    package's: a run reports them, and keeps their verdicts, as those of schemas."""
+    modules = mutation.every_module()
+    assert "schemas" in modules and "policy" in modules and "__init__" not in modules
+    assert mutation.module_of("pipost.schemas.x_load__mutmut_2") == "schemas"
+    schemas = mutation.MUTANTS / "src" / "pipost" / "schemas" / "__init__.py.meta"
+    assert mutation.records_of("schemas") == schemas
+    assert mutation.records_of("policy") == mutation.MUTANTS / "src" / "pipost" / "policy.py.meta"
+
+
 def test_a_change_is_the_lines_removed_and_added_without_headers_or_context() -> None:
     assert mutation.change_of(DIFF) == CHANGE
 
@@ -113,8 +124,8 @@ def test_an_account_gives_a_known_verdict_and_a_reason() -> None:
 
 def test_the_reviewed_accounts_read_each_file_of_its_own_module() -> None:
     accounts = mutation.every_account()
-    modules = {path.stem for path in (mutation.REPOSITORY / mutation.PACKAGE).glob("*.py")}
-    assert {path.stem for path in mutation.ACCOUNTS.glob("*.toml")} <= modules
+    files = {path.stem for path in mutation.ACCOUNTS.glob("*.toml")}
+    assert "schemas" in files and files <= set(mutation.every_module())
     assert len(set(accounts)) == len(accounts)
 
 

@@ -16,6 +16,7 @@ from pipost import message, schemas, session
 from pipost.address import ADDRESS_PATTERN, address_of
 from pipost.session import Record
 from pipost_conformance import INTEROP
+from tests.helpers import python_under_c_locale
 
 INTEROP_MESSAGES = sorted((INTEROP / "messages").glob("*.json"))
 FIXTURE_RECORDS: list[dict[str, Any]] = [
@@ -219,3 +220,24 @@ def test_record_schema_rejects(changes: dict[str, Any]) -> None:
 def test_record_schema_requires(missing: str) -> None:
     record = {key: value for key, value in FIXTURE_RECORDS[1].items() if key != missing}
     assert not RECORDS.is_valid(record)
+
+
+SHIPPED = sorted(
+    path.name.removesuffix(".schema.json")
+    for path in Path(schemas.__file__).parent.glob("*.schema.json")
+)
+
+
+def test_every_shipped_schema_loads_the_same_under_a_locale_that_is_not_utf_8() -> None:
+    """The schemas are UTF-8 (the report's has a non-ASCII character): a port's check of
+    its report must not depend on the machine's locale (issue 16: mutmut found the read
+    left to the locale's encoding unpinned)."""
+    assert "conformance-report.v1" in SHIPPED
+    probe = (
+        "import json, sys\n"
+        "from pipost import schemas\n"
+        "print(json.dumps([schemas.load(name) for name in sys.argv[1:]]))\n"
+    )
+    done = python_under_c_locale(probe, *SHIPPED)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert json.loads(done.stdout) == [schemas.load(name) for name in SHIPPED]

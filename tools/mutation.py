@@ -397,7 +397,7 @@ def durations(modules: Iterable[str]) -> dict[str, float]:
 def _changes_in_mutants(mutants: list[str]) -> dict[str, str]:
     """The changes of these mutants, each module's mutated copy in mutants/ parsed once."""
     modules = {module_of(m) for m in mutants}
-    sources = {m: (MUTANTS / PACKAGE / f"{m}.py").read_text(encoding="utf-8") for m in modules}
+    sources = {m: (MUTANTS / source_of(m)).read_text(encoding="utf-8") for m in modules}
     return changes_of(mutants, sources)
 
 
@@ -465,12 +465,22 @@ def judged_against() -> dict[str, str]:
 
 
 def records_of(module: str) -> Path:
-    """mutmut's records of a module's mutants: mutants/src/pipost/<module>.py.meta."""
-    return MUTANTS / PACKAGE / f"{module}.py.meta"
+    """mutmut's records of a module's mutants: beside its mutated copy, <source>.meta."""
+    return MUTANTS / f"{source_of(module)}.meta"
+
+
+def source_of(module: str) -> Path:
+    """A module's source: src/pipost/<module>.py, or <module>/__init__.py for a package
+    (schemas), whose mutants mutmut names as the package's (pipost.schemas.x_load__…)."""
+    path = PACKAGE / f"{module}.py"
+    return path if (REPOSITORY / path).exists() else PACKAGE / module / "__init__.py"
 
 
 def every_module() -> list[str]:
-    return sorted(p.stem for p in (REPOSITORY / PACKAGE).glob("*.py") if p.stem != "__init__")
+    """The modules and packages of src/pipost, each a name a mutant's second part gives."""
+    package = REPOSITORY / PACKAGE
+    files = [path.stem for path in package.glob("*.py") if path.stem != "__init__"]
+    return sorted(files + [path.parent.name for path in package.glob("*/__init__.py")])
 
 
 def mutmut_verdicts(modules: list[str]) -> dict[str, int | None]:
@@ -505,7 +515,7 @@ def changes_of(mutants: Iterable[str], sources: Mapping[str, str]) -> dict[str, 
     for mutant in mutants:
         copy = parsed.get(module_of(mutant))
         if copy is None:
-            diff = get_diff_for_mutant(mutant, path=PACKAGE / f"{module_of(mutant)}.py")
+            diff = get_diff_for_mutant(mutant, path=source_of(module_of(mutant)))
         else:
             original, mutated = (
                 libcst.Module([function]).code.strip().split("\n")
@@ -635,7 +645,7 @@ def verdicts_without_records(
         kept = read_kept(module)
         if records_of(module).exists() or kept is None:
             continue
-        path = PACKAGE / f"{module}.py"
+        path = source_of(module)
         made = mutate_file_contents(str(path), (REPOSITORY / path).read_text("utf-8"))
         judged = verdicts_kept(kept, module, made.hash_by_function_name)
         for name in made.mutant_names:
