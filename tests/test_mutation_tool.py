@@ -49,6 +49,42 @@ def test_a_package_of_src_pipost_is_judged_as_a_module_its_records_beside_its_in
     assert mutation.records_of("policy") == mutation.MUTANTS / "src" / "pipost" / "policy.py.meta"
 
 
+FILES = {
+    "tests/helpers.py": "h1",
+    "tests/test_policy.py": "p1",
+    "tests/test_host.py": "o1",
+    "src/pipost_conformance/features/loops.feature": "f1",
+    "tools/under_mutmut/test_features.py": "t1",
+}
+REACHING = ["tests/test_policy.py::test_a[1]", "tools/under_mutmut/test_features.py::test_f[x]"]
+
+
+@pytest.mark.parametrize(
+    ("change", "judged_again"),
+    [
+        ({"tests/test_host.py": "o2"}, False),  # a test module none of its tests is in
+        ({"tests/test_other.py": "n1"}, False),  # a new one, reaching it nowhere in the books
+        ({"tests/test_policy.py": "p2"}, True),  # the module of a test that reaches it
+        ({"tools/under_mutmut/test_features.py": "t2"}, True),
+        ({"tests/helpers.py": "h2"}, True),  # what every test may use
+        ({"src/pipost_conformance/features/loops.feature": "f2"}, True),
+        ({"tests/conftest.py": "c1"}, True),
+    ],
+)
+def test_a_survivor_is_judged_again_when_its_tests_or_what_every_test_shares_change(
+    change: dict[str, str], judged_again: bool
+) -> None:
+    before = mutation.reach_digest(REACHING, FILES)
+    assert (mutation.reach_digest(REACHING, FILES | change) != before) is judged_again
+
+
+def test_a_survivor_is_judged_again_when_the_books_map_another_test_to_its_function() -> None:
+    before = mutation.reach_digest(REACHING, FILES)
+    assert mutation.reach_digest(REACHING[:1], FILES) != before
+    assert mutation.reach_digest([*REACHING, "tests/test_host.py::test_b"], FILES) != before
+    assert mutation.reach_digest([*REACHING, "tests/test_policy.py::test_c"], FILES) == before
+
+
 def test_a_change_is_the_lines_removed_and_added_without_headers_or_context() -> None:
     assert mutation.change_of(DIFF) == CHANGE
 

@@ -34,7 +34,7 @@ import sys
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,8 @@ ACCOUNTS = Path(__file__).resolve().parent / "survivors"
 """One file of accounts a module: <module>.toml."""
 UNDER_MUTMUT = Path(__file__).resolve().parent / "under_mutmut"
 JUDGED_AGAINST = MUTANTS / "lived-judged-against.json"
-"""Mutant → the digest of the tests it was last judged against (tests_digest)."""
+"""Mutant → what it was last judged against (reach_digest): a mutant that lived is
+judged again when that changes."""
 STATS = MUTANTS / "mutmut-stats.json"
 """mutmut's books: which tests reach each function, and each test's time."""
 RECORDED = MUTANTS / "functions-recorded.json"
@@ -279,16 +280,63 @@ def _heeding_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def tests_digest() -> str:
-    """What the verdicts of the mutants that lived were reached against: the tests,
-    the kit and this folder (a new test may kill a mutant mutmut let live)."""
-    digest = hashlib.sha256()
-    for folder in ("tests", "src/pipost_conformance", "tools/under_mutmut"):
+TEST_FOLDERS = ("tests", "src/pipost_conformance", "tools/under_mutmut")
+"""What the tests run against a mutant are made of: the tests, the kit, this folder."""
+
+
+def test_files() -> dict[str, str]:
+    """Each file of TEST_FOLDERS (its path from the repository) → the digest of its bytes."""
+    files = {}
+    for folder in TEST_FOLDERS:
         for path in sorted((REPOSITORY / folder).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(REPOSITORY)).encode() + b"\0")
-                digest.update(path.read_bytes())
+                name = path.relative_to(REPOSITORY).as_posix()
+                files[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return files
+
+
+def tests_digest() -> str:
+    """The tests as a whole (test_files): when they change, mutmut's books may be stale."""
+    return _digest(test_files())
+
+
+def reach_digest(tests: Iterable[str], files: Mapping[str, str]) -> str:
+    """What a mutant that lived was judged against: the test modules of the tests that
+    reach its function (mutmut's node ids), and every file of the tests that is not a
+    test module (helpers, fixtures, features, steps), which any test may use. A change
+    of another test module cannot kill it: once the books are recorded again, a test
+    that now reaches its function is among its tests, and the digest changes."""
+    own = {test.partition("::")[0] for test in tests}
+    return _digest(
+        {name: digest for name, digest in files.items() if name in own or not _is_test_module(name)}
+    )
+
+
+def _is_test_module(name: str) -> bool:
+    base = name.rpartition("/")[2]
+    return base.startswith("test_") and base.endswith(".py")
+
+
+def _digest(files: Mapping[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name, content in sorted(files.items()):
+        digest.update(f"{name}\0{content}\0".encode())
     return digest.hexdigest()
+
+
+def judged_against_today() -> Callable[[str], str]:
+    """Mutant → the reach_digest of its function's tests, by today's files and books."""
+    files = test_files()
+    tests = (_read_json(STATS) or {}).get("tests_by_mangled_function_name", {})
+    by_function: dict[str, str] = {}
+
+    def of(mutant: str) -> str:
+        function = function_of(mutant)
+        if function not in by_function:
+            by_function[function] = reach_digest(tests.get(function, ()), files)
+        return by_function[function]
+
+    return of
 
 
 def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
@@ -296,7 +344,8 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
     it records every test again before it judges anything. New and changed mutants
     first (of chosen modules: those not judged yet, by
     name, as mutmut judges again every mutant it is given by name); then, again, each
-    mutant that lived against other tests than today's, or of a function added since
+    mutant that lived against other tests than today's (those that reach its function,
+    and what every test shares: reach_digest), or of a function added since
     mutmut last recorded every test (which it then records again), or said to have no
     tests by books that now map tests to its function; last, of chosen
     modules, the mutants mutmut made meanwhile (as it starts, of the functions changed
@@ -318,7 +367,8 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
 
     def note_newly_judged() -> None:
         judged = {m for m, code in mutmut_verdicts(modules).items() if code is not None}
-        against.update(dict.fromkeys(judged - judged_before, digest))
+        today = judged_against_today()
+        against.update({m: today(m) for m in judged - judged_before})
 
     if first is not None:
         outcome = run_mutmut(first, deadline)
@@ -330,17 +380,19 @@ def run(modules: list[str], chosen: bool, deadline: float | None) -> str:
         verdicts = mutmut_verdicts(modules)
         lived = [m for m, code in verdicts.items() if STATUS_BY_EXIT_CODE.get(code) == LIVED]
         reached = reached_since(verdicts, _functions_reached())
+        today = judged_against_today()
         again = sorted(
             m
             for m in lived
-            if against.get(m) != digest or function_of(m) in unrecorded or m in reached
+            if against.get(m) != today(m) or function_of(m) in unrecorded or m in reached
         )
         if again and unrecorded:
             record_every_test_again()
         for batch in unaccounted_first(again, _changes_in_mutants(again), every_account()):
             times = durations(modules)
             outcome = run_mutmut(batch, deadline)
-            against |= dict.fromkeys(judged_during(batch, times, durations(modules)), digest)
+            today = judged_against_today()  # the books may have been recorded again
+            against |= {m: today(m) for m in judged_during(batch, times, durations(modules))}
             if outcome != FINISHED:
                 break
         if outcome == FINISHED and again and unrecorded:
@@ -460,7 +512,7 @@ def record_every_test_again() -> None:
 
 
 def judged_against() -> dict[str, str]:
-    """Mutant that lived → the tests digest it was judged against (JUDGED_AGAINST)."""
+    """Mutant that lived → the reach_digest it was judged against (JUDGED_AGAINST)."""
     return _read_json(JUDGED_AGAINST) or {}
 
 
@@ -535,7 +587,7 @@ def changes_of(mutants: Iterable[str], sources: Mapping[str, str]) -> dict[str, 
 Kept = dict[str, dict[str, object]]
 """A module's kept verdicts: function → {"hash": mutmut's hash of its source,
 "verdicts": its mutants' exit codes (mutant 1 first; null: not judged),
-"lived_against": mutant number → the tests digest a mutant that lived was judged against}."""
+"lived_against": mutant number → the reach_digest a mutant that lived was judged against}."""
 
 
 def kept_of(meta: Mapping[str, object], against: Mapping[str, str], module: str) -> Kept:
@@ -577,7 +629,7 @@ def verdicts_kept(kept: Kept, module: str, hashes: Mapping[str, str]) -> dict[st
 
 
 def against_kept(kept: Kept, module: str) -> dict[str, str]:
-    """Mutant that lived → the tests digest it was judged against."""
+    """Mutant that lived → the reach_digest it was judged against."""
     against: dict[str, str] = {}
     for function, entry in kept.items():
         lived = entry["lived_against"]
