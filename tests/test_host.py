@@ -1617,6 +1617,126 @@ def test_a_torn_last_line_is_cut_at_reopening(tmp_path: Path) -> None:
     assert _transcript_ids(path) == [kept.message.id, torn.message.id]
 
 
+class FullDisk:
+    """Stands between the process and one file's writes: while ``full``, a write
+    takes ``room`` bytes at most, as a disk that fills does (a short write), and
+    the next one fails with ENOSPC; ftruncate fails ``truncate_failures`` times."""
+
+    def __init__(self, path: Path, monkeypatch: pytest.MonkeyPatch, *, room: int = 0) -> None:
+        self.inode = path.stat().st_ino
+        self.room = room
+        self.full = True
+        self.truncate_failures = 0
+        real_write, real_ftruncate = os.write, os.ftruncate
+
+        def write(fd: int, data: Any) -> int:
+            if not self.full or os.fstat(fd).st_ino != self.inode:
+                return real_write(fd, data)
+            if self.room == 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            taken = real_write(fd, bytes(data[: self.room]))
+            self.room -= taken
+            return taken
+
+        def ftruncate(fd: int, length: int) -> None:
+            if self.truncate_failures and os.fstat(fd).st_ino == self.inode:
+                self.truncate_failures -= 1
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            real_ftruncate(fd, length)
+
+        monkeypatch.setattr(os, "write", write)
+        monkeypatch.setattr(os, "ftruncate", ftruncate)
+
+
+def test_a_line_the_disk_takes_in_part_is_cut_back_and_its_id_not_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short write is no entry: the part written is cut off (nothing for the next
+    line to be glued onto), the entry fails, saying why with the fix, and the id is
+    not held; once there is room, the same message enters whole."""
+    path = tmp_path / "t.jsonl"
+    first, second = _delivery("first"), _delivery("second")
+    transcript = TranscriptContext(path)
+    try:
+        transcript.enter(first)
+        before = path.read_bytes()
+        disk = FullDisk(path, monkeypatch, room=100)
+        with pytest.raises(host.EntryFailed) as failed:
+            transcript.enter(second)
+        assert path.read_bytes() == before
+        assert not transcript.holds(second.message.id)
+        assert failed.value.lasting
+        assert str(failed.value) == (
+            f"the transcript {path} cannot be written: its disk is full (free some space on it)"
+        )
+        disk.full = False
+        assert transcript.enter(second)
+    finally:
+        transcript.close()
+    assert _transcript_ids(path) == [first.message.id, second.message.id]
+
+
+def test_a_cut_line_that_could_not_be_cut_back_at_once_is_cut_before_the_next_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.jsonl"
+    first, second = _delivery("first"), _delivery("second")
+    transcript = TranscriptContext(path)
+    try:
+        transcript.enter(first)
+        before = path.read_bytes()
+        disk = FullDisk(path, monkeypatch, room=100)
+        disk.truncate_failures = 2  # at the failed write, and at the next try
+        with pytest.raises(host.EntryFailed):
+            transcript.enter(second)
+        assert len(path.read_bytes()) == len(before) + 100  # left there, for now
+        disk.full = False
+        with pytest.raises(host.EntryFailed, match="Input/output error"):
+            transcript.enter(second)
+        assert transcript.enter(second)
+    finally:
+        transcript.close()
+    assert _transcript_ids(path) == [first.message.id, second.message.id]
+
+
+def test_a_transcript_on_a_full_disk_keeps_the_mail_queued_and_says_so_once(
+    root: Path,
+    tmp_path: Path,
+    post: Post,
+    hosts: Callable[..., Host],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every try fails alike while the disk is full: the session says it once, not
+    at every retry; the letters stay queued and enter, once each, when room comes."""
+    path = tmp_path / "t.jsonl"
+    transcript = TranscriptContext(path)
+    said: list[str] = []
+    steps = SteppedTime()
+    receiver = hosts(post, transcript, say=said.append, monotonic=steps.monotonic)
+    disk = FullDisk(path, monkeypatch)
+    messages = [deposit(root, f"letter {n}", NOW + n) for n in range(2)]
+    try:
+        receiver.start()
+        for _ in range(3):
+            steps.now += host.RETRY_MAX_S
+            receiver.drain()
+        assert queued(root) == [m.file_name for m in messages]
+        assert path.read_bytes() == b""
+        assert said == [
+            f"cannot enter mail until this is fixed: the transcript {path} cannot be written: "
+            f"its disk is full (free some space on it); message {messages[0].id} and the mail "
+            "after it stay queued (next try in 1 s)"
+        ]
+        disk.full = False
+        steps.now += host.RETRY_MAX_S
+        receiver.drain()
+    finally:
+        transcript.close()
+    assert queued(root) == []
+    assert _transcript_ids(path) == [m.id for m in messages]
+    assert receiver.stats.failed_entries == 2 * 4
+
+
 def test_a_new_transcript_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     """It holds what others wrote to this session, as a letter does (files.FILE_MODE)."""
     path = tmp_path / "t.jsonl"

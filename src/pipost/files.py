@@ -44,6 +44,28 @@ class Vanished(OSError):
     """A folder was removed (by a sweep) while we waited for its lock."""
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data``: a disk that fills takes part of a write and
+    says so only at the next one (ENOSPC, EFBIG), which is raised."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+_WRITE_FIXES = {
+    errno.ENOSPC: "its disk is full (free some space on it)",
+    errno.EDQUOT: "the disk quota is used up (free some space, or raise the quota)",
+    errno.EFBIG: "it reached the file size limit (raise it: ulimit -f)",
+    errno.EROFS: "its file system is read-only (remount it read-write)",
+}
+
+
+def write_trouble(what: str, error: OSError) -> str:
+    """Why ``what`` could not be written, and the fix where the cause has a usual one."""
+    cause = _WRITE_FIXES.get(error.errno or 0) or error.strerror or str(error)
+    return f"{what} cannot be written: {cause}"
+
+
 def privacy_fault(owner: int, mode: int, uid: int) -> str | None:
     """Why a folder is not private to ``uid``: "owner" (someone else's) or "mode"
     (others can write into it); None when it is. Whoever can write there can forge
@@ -295,9 +317,7 @@ class Folder:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         fd = os.open(name, flags, FILE_MODE, dir_fd=self.fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             if durable:
                 os.fsync(fd)
         except BaseException:

@@ -87,6 +87,7 @@ _EXEC_WAIT_SLICE_S = 0.1
 _MAILBOX = "the mailbox cannot be written"
 _RECORD = "the record cannot be written"
 _LISTENERS = "the listener cannot be noted"
+_CONTEXT = "the context cannot take mail"
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,12 @@ class Delivery:
 class EntryFailed(Exception):
     """A context could not take a message; the text says why (an exit status, a
     timeout), for the session to report. The letter stays queued."""
+
+    def __init__(self, reason: str, *, lasting: bool = False) -> None:
+        super().__init__(reason)
+        self.lasting = lasting
+        """A trouble of the context itself (its disk is full), not of this message:
+        every entry fails alike until it is fixed, so the session says it once."""
 
 
 class Context(Protocol):
@@ -446,21 +453,28 @@ class Host:
         """The text goes to the context; a context that fails leaves the letter queued,
         to be tried again after a delay."""
         delivery = Delivery(message, format.frame(message), wake)
-        reason = None
+        reason, lasting = None, False
         try:
             entered = self.context.enter(delivery)
         except EntryFailed as failure:
-            entered, reason = False, str(failure)
+            entered, reason, lasting = False, str(failure), failure.lasting
         except Exception:  # a failing context must not lose the letter
             entered = False
         if entered:
+            self._told.discard(_CONTEXT)
             self._guard.admit(message.sender.key, message.body, now)
             return Outcome(claim.name, Action.ENTER if wake else Action.STAGE, None, message.id)
         if self._stop.is_set():  # cut short by the shutdown: not a failure, not retried
             claim.release()
             return Outcome(claim.name, Action.LEFT, "the session is stopping", message.id)
         delay = self._retry_later(claim)
-        if reason is not None:
+        if lasting:
+            self._tell(
+                _CONTEXT,
+                f"cannot enter mail until this is fixed: {reason}; message {message.id} "
+                f"and the mail after it stay queued (next try in {delay:g} s)",
+            )
+        elif reason is not None:
             self.say(f"message {message.id} stays queued: {reason}; next try in {delay:g} s")
         return Outcome(claim.name, Action.FAILED, reason, message.id)
 
@@ -535,12 +549,16 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
 
 
 class TranscriptContext:
-    """A JSON-lines transcript that is also the ledger: a line is flushed to disk
-    before the letter is unlinked, so a restart after any crash knows which ids
-    already entered. One listener per transcript (an exclusive lock says so)."""
+    """A JSON-lines transcript that is also the ledger: a line is written whole and
+    flushed to disk before the letter is unlinked, so a restart after any crash
+    knows which ids already entered. One listener per transcript (an exclusive
+    lock says so)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._cut_back_to: int | None = None
+        """Where a line the disk did not take whole still has to be cut off, when
+        cutting it at once failed too: nothing may be written after it."""
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, files.FILE_MODE)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -566,10 +584,30 @@ class TranscriptContext:
 
     def enter(self, delivery: Delivery) -> bool:
         line = json.dumps(delivery_json(delivery), ensure_ascii=False) + "\n"
-        os.write(self._fd, line.encode("utf-8"))
-        os.fsync(self._fd)
+        try:
+            self._append(line.encode("utf-8"))
+        except OSError as error:
+            trouble = files.write_trouble(f"the transcript {self.path}", error)
+            raise EntryFailed(trouble, lasting=True) from None
         self._ids.add(delivery.message.id)
         return True
+
+    def _append(self, line: bytes) -> None:
+        """The whole line, flushed; or, on any failure, none of it: a cut line would
+        have its id counted by nobody and the next line glued onto it."""
+        if self._cut_back_to is not None:
+            os.ftruncate(self._fd, self._cut_back_to)
+            self._cut_back_to = None
+        end = os.fstat(self._fd).st_size
+        try:
+            files.write_all(self._fd, line)
+            os.fsync(self._fd)
+        except OSError:
+            self._cut_back_to = end
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)
+                self._cut_back_to = None
+            raise
 
     def close(self) -> None:
         os.close(self._fd)

@@ -668,12 +668,14 @@ CHECKED_ON_PIPOST_ALONE: dict[str, list[str]] = {
     "INV-05": [
         "tests/invariants/test_mailbox_crashes.py",
         "tests/exchange/test_exec_stop.py",
+        "tests/exchange/test_full_disk.py",
         "tests/exchange/test_listeners.py",
         "tests/exchange/test_sigkill.py",
     ],
     "INV-06": [
         "tests/invariants/test_mailbox_crashes.py",
         "tests/exchange/test_delivery.py",
+        "tests/exchange/test_full_disk.py",
         "tests/exchange/test_listeners.py",
         "tests/exchange/test_sigkill.py",
     ],
