@@ -1277,6 +1277,40 @@ def test_a_drop_whose_log_cannot_be_written_waits_and_is_logged_on_its_next_try(
     assert queued(root) == []
 
 
+def test_a_drop_whose_log_line_is_cut_short_stays_queued_and_is_said_once(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drop log that takes part of a line (a full disk, ``ulimit -f``) is no record
+    of the drop: the letter stays queued, the session says it once over its retries,
+    and the log gets no cut line; once it can grow, the drop is logged whole."""
+    steps = SteppedTime()
+    said: list[str] = []
+    receiver = hosts(
+        post, Recording(), inbound=Inbound.REFUSE, say=said.append, monotonic=steps.monotonic
+    )
+    receiver.start()
+    helpers.log_drop(root, droplog.Drop(NOW, ADDRESS, "earlier.json", "?", "refused: earlier"))
+    log = Path(droplog.log_path(root))
+    before = log.read_bytes()
+    disk = FullDisk(log, monkeypatch, room=20)
+    message = deposit(root, "refused once the log can say so", NOW)
+    for _ in range(3):
+        receiver.drain()
+        steps.now += host.RETRY_MAX_S
+    assert log.read_bytes() == before
+    assert queued(root) == [message.file_name]
+    assert said == [
+        f"cannot log or set aside mail until this is fixed: {log} cannot be written: its disk "
+        f"is full (free some space on it); letter {message.file_name} and any like it stay "
+        "queued (next try in 1 s)"
+    ]
+
+    disk.full = False
+    assert [o.action for o in receiver.drain()] == [Action.DROP]
+    assert queued(root) == []
+    assert [d.letter for d in drops(root)] == ["earlier.json", message.file_name]
+
+
 def test_a_letter_that_cannot_be_set_aside_waits_and_the_mail_behind_it_flows(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:

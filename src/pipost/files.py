@@ -423,8 +423,9 @@ class Folder:
         return False
 
     def open_append(self, name: str) -> int:
-        """A descriptor that appends to ``name`` (created 0600), never through a symlink."""
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        """A descriptor that appends to ``name`` (created 0600), never through a
+        symlink; it reads too, so that the writer can see how the file ends."""
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
         return os.open(name, flags, FILE_MODE, dir_fd=self.fd)
 
 

@@ -88,6 +88,7 @@ _MAILBOX = "the mailbox cannot be written"
 _RECORD = "the record cannot be written"
 _LISTENERS = "the listener cannot be noted"
 _CONTEXT = "the context cannot take mail"
+_SETTLE = "a letter cannot be logged or set aside"
 
 
 @dataclass(frozen=True)
@@ -414,15 +415,24 @@ class Host:
             if action is Action.SET_ASIDE:
                 assert isinstance(content, Rejected) and reason is not None  # it says why
                 reason = set_aside(self.post, claim, reason)
+                self._told.discard(_SETTLE)
                 return Outcome(claim.name, action, reason, rejected=content)
             elif action is Action.DROP:
                 assert message is not None and reason is not None  # decide() says why
                 self._log(claim, message.sender.key, reason)
+                self._told.discard(_SETTLE)
             elif action in ENTERS:
                 assert message is not None  # only a message enters
                 return self._enter(claim, message, ENTERS[action], now)
         except OSError as error:
             delay = self._retry_later(claim)
+            what = os.fsdecode(error.filename) if error.filename else "the post office"
+            self._tell(
+                _SETTLE,
+                f"cannot log or set aside mail until this is fixed: "
+                f"{files.write_trouble(what, error)}; letter {claim.name} and any like it "
+                f"stay queued (next try in {delay:g} s)",
+            )
             why = f"{error.strerror or error}; next try in {delay:g} s"
             return Outcome(claim.name, Action.DEFERRED, why, message_id)
         return Outcome(claim.name, action, reason, message_id)
