@@ -374,6 +374,33 @@ def test_a_malformed_letter_is_set_aside_and_later_letters_are_delivered(
     assert receiver.stats.set_aside == 1
 
 
+def test_a_letter_named_with_255_bytes_is_set_aside_and_logged_once(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """Its name leaves no room for ``.reason``: it is still moved (under a head of its
+    name), logged once, not again at every try while it never moves."""
+    steps = SteppedTime()
+    context = Recording()
+    receiver = hosts(post, context, monotonic=steps.monotonic)
+    long_name = f"{NOW - 5:013d}-" + "0" * 236 + ".json"
+    inbox = Path(mailbox.inbox_of(root, ADDRESS))
+    inbox.mkdir(parents=True)
+    (inbox / long_name).write_bytes(b"not a message")
+    letter = deposit(root, "good", NOW)
+
+    receiver.start()
+    for _ in range(3):
+        steps.now += host.RETRY_MAX_S
+        receiver.drain()
+
+    assert context.ids == [letter.id]
+    assert queued(root) == []
+    assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [(long_name, "malformed")]
+    assert [q.reason.split(" (named ")[1] for q in quarantine.quarantined(root)] == [
+        f"{long_name} in the mailbox: cut to fit beside its reason)"
+    ]
+
+
 def test_the_drivers_take_sets_a_letter_aside_logged_as_a_session_logs_it(
     root: Path, tmp_path: Path
 ) -> None:
