@@ -1838,6 +1838,59 @@ def test_a_transcript_with_lines_that_are_not_entries_still_opens_and_knows_its_
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("target_exists", [True, False], ids=["a file", "dangling"])
+def test_a_transcript_at_a_symlink_is_refused_and_its_target_left_alone(
+    tmp_path: Path, target_exists: bool
+) -> None:
+    """In a shared folder another user can plant a link where a listener's transcript
+    will be: followed, message text would be appended to (and a last line cut from,
+    or a new file made at) a file of the listener's user."""
+    target = tmp_path / "roots-file"
+    if target_exists:
+        target.write_bytes(b"a line of root's\nits last line, without a newline")
+    before = target.read_bytes() if target_exists else None
+    link = tmp_path / "shared" / "t.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(target)
+
+    with pytest.raises(files.UnsafePath) as refused:
+        TranscriptContext(link)
+
+    assert (refused.value.filename, refused.value.strerror) == (
+        str(link),
+        "a symlink, which pi-post never follows for a transcript; give the path of a file",
+    )
+    assert (target.read_bytes() if target.exists() else None) == before
+
+
+def test_a_transcript_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    """/dev/null would swallow the ledger: every id lost at the next start."""
+    with pytest.raises(files.UnsafePath, match="not a regular file"):
+        TranscriptContext(Path("/dev/null"))
+
+
+def test_listen_says_why_it_refuses_a_symlinked_transcript(tmp_path: Path) -> None:
+    link = tmp_path / "t.jsonl"
+    link.symlink_to(tmp_path / "elsewhere.jsonl")
+    stderr = io.StringIO()
+    context = cli.Context(
+        environ={"PI_POST_DIR": str(tmp_path / "post"), "HOME": str(tmp_path)},
+        cwd=str(tmp_path),
+        stdin=io.StringIO(),
+        stdout=io.StringIO(),
+        stderr=stderr,
+    )
+
+    code = cli.run(["listen", "--session-id", SESSION, "--transcript", str(link)], context)
+
+    assert (code, stderr.getvalue()) == (
+        1,
+        f"pi-post: {link}: a symlink, which pi-post never follows for a transcript; "
+        "give the path of a file\n",
+    )
+    assert not (tmp_path / "elsewhere.jsonl").exists()
+
+
 def test_a_second_listener_on_one_transcript_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     first = TranscriptContext(path)

@@ -40,10 +40,12 @@ comes is ended, and the letter stays queued for the next start.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -569,13 +571,16 @@ class TranscriptContext:
         self._cut_back_to: int | None = None
         """Where a line the disk did not take whole still has to be cut off, when
         cutting it at once failed too: nothing may be written after it."""
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, files.FILE_MODE)
+        self._fd = _open_transcript(path)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OSError(f"transcript {path} is in use by another listener") from None
+            self._ids = self._load()
+        except BaseException:
             os.close(self._fd)
-            raise OSError(f"transcript {path} is in use by another listener") from None
-        self._ids = self._load()
+            raise
 
     def _load(self) -> set[str]:
         with open(self.path, "rb") as transcript:
@@ -621,6 +626,31 @@ class TranscriptContext:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _open_transcript(path: Path) -> int:
+    """The transcript, for appending, created 0600. A symlink at its name is refused,
+    not followed: in a shared folder another user could have planted it, to have
+    message text appended to a file of theirs, or of root's."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, files.FILE_MODE)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK) and path.is_symlink():
+            raise files.UnsafePath(
+                error.errno,
+                "a symlink, which pi-post never follows for a transcript; give the path of a file",
+                str(path),
+            ) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise files.UnsafePath(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class ExecContext:
