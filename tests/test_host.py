@@ -1798,6 +1798,44 @@ def test_a_transcript_on_a_full_disk_keeps_the_mail_queued_and_says_so_once(
     assert receiver.stats.failed_entries == 2 * 4
 
 
+@pytest.mark.parametrize(
+    "last",
+    [b"a note of the user's", b'{"note": "whole JSON"}', b"{not ours, and not JSON"],
+    ids=["text", "JSON", "not JSON, not begun as pipost's lines begin"],
+)
+def test_a_last_line_without_a_newline_that_pipost_did_not_begin_is_kept(
+    tmp_path: Path, last: bytes
+) -> None:
+    """A user's file whose last line has no newline lost it to no crash of ours: the
+    line is kept, and the next entry starts on a line of its own."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"first line\n" + last)
+    entered = _delivery("after the user's line")
+    transcript = TranscriptContext(path)
+    try:
+        transcript.enter(entered)
+    finally:
+        transcript.close()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[:2] == [b"first line", last]
+    assert [json.loads(line)["id"] for line in lines[2:-1]] == [entered.message.id]
+    assert lines[-1] == b""
+
+
+def test_an_entry_that_lost_only_its_newline_is_held_and_kept(tmp_path: Path) -> None:
+    """Whole JSON is a line that may be whole: its id counts, nothing is cut."""
+    path = tmp_path / "t.jsonl"
+    whole = _delivery("whole but for its newline")
+    path.write_bytes(json.dumps(host.delivery_json(whole)).encode())
+    before = path.read_bytes()
+    transcript = TranscriptContext(path)
+    try:
+        assert transcript.holds(whole.message.id)
+    finally:
+        transcript.close()
+    assert path.read_bytes() == before
+
+
 def test_a_new_transcript_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     """It holds what others wrote to this session, as a letter does (files.FILE_MODE)."""
     path = tmp_path / "t.jsonl"

@@ -560,6 +560,10 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
     }
 
 
+ENTRY_START = b'{"id": '
+"""How every line pipost writes to a transcript begins (delivery_json's first key)."""
+
+
 class TranscriptContext:
     """A JSON-lines transcript that is also the ledger: a line is written whole and
     flushed to disk before the letter is unlinked, so a restart after any crash
@@ -585,13 +589,14 @@ class TranscriptContext:
     def _load(self) -> set[str]:
         with open(self.path, "rb") as transcript:
             raw = transcript.read()
-        complete = raw[: raw.rfind(b"\n") + 1]
-        if len(complete) != len(raw):  # a line torn by a crash never entered: cut it
-            os.ftruncate(self._fd, len(complete))
+        end = raw.rfind(b"\n") + 1
+        if raw[end:] and _torn_by_us(raw[end:]):
+            os.ftruncate(self._fd, end)  # never entered: its letter is still queued
         ids = set()
-        for line in complete.splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                ids.add(str(json.loads(line)["id"]))
+        for line in raw.splitlines():  # a last line kept without its newline counts too
+            entry_id = _entry_id(line)
+            if entry_id is not None:
+                ids.add(entry_id)
         return ids
 
     def holds(self, message_id: str) -> bool | None:
@@ -614,6 +619,8 @@ class TranscriptContext:
             os.ftruncate(self._fd, self._cut_back_to)
             self._cut_back_to = None
         end = os.fstat(self._fd).st_size
+        if end and os.pread(self._fd, 1, end - 1) != b"\n":
+            line = b"\n" + line  # after a last line kept without its newline
         try:
             files.write_all(self._fd, line)
             os.fsync(self._fd)
@@ -651,6 +658,28 @@ def _open_transcript(path: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _entry_id(line: bytes | bytearray) -> str | None:
+    """The id of a transcript line, or None when the line is not an entry."""
+    try:
+        return str(json.loads(line)["id"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _torn_by_us(tail: bytes) -> bool:
+    """Whether a last line without its newline is one pipost began and did not finish
+    (a crash, or a cut-back that could not be done): it begins as pipost's lines do
+    and is not JSON. Only such a line is cut at start; any other may be whole (a
+    line of the user's, or an entry that lost only its newline) and is kept."""
+    if not ENTRY_START.startswith(tail[: len(ENTRY_START)]):
+        return False
+    try:
+        json.loads(tail)
+    except ValueError:
+        return True
+    return False
 
 
 class ExecContext:
