@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,7 +37,8 @@ from pipost import (
 from pipost.address import address_of
 from pipost.driver import InProcessDriver
 from pipost.host import Delivery, ExecContext, Host, StreamContext, TranscriptContext
-from pipost.message import Message, Sender, new_message, to_json
+from pipost.message import READABLE_VERSIONS, Message, Sender, new_message, to_json
+from pipost.message import rules_of as message_rules
 from pipost.policy import Inbound, Resume, inbound_mode
 from pipost.post import Post, os_caller
 from pipost.reception import RECEIPTED, Action, Outcome
@@ -1927,6 +1929,73 @@ def test_listen_says_why_it_refuses_a_symlinked_transcript(tmp_path: Path) -> No
         "give the path of a file\n",
     )
     assert not (tmp_path / "elsewhere.jsonl").exists()
+
+
+def _write_transcript(path: Path, entries: int, body_bytes: int) -> None:
+    with path.open("wb") as out:
+        for n in range(entries):
+            message = helpers.make_message(NOW + n, body="b" * body_bytes)
+            out.write(json.dumps(host.delivery_json(Delivery(message, "", True))).encode())
+            out.write(b"\n")
+
+
+def _peak_bytes_opening(path: Path) -> int:
+    """The most memory Python held at once while the transcript was opened (read)."""
+    tracemalloc.start()
+    try:
+        transcript = TranscriptContext(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    transcript.close()
+    return peak
+
+
+def test_reading_a_transcript_at_start_needs_memory_that_does_not_grow_with_its_bytes(
+    tmp_path: Path,
+) -> None:
+    """1 MB and 32 MB of transcript (64 and 2,048 entries of 16 KB): read line by
+    line, only the ids kept, the peak grows with the ids, far less than with the
+    bytes (measured: 0.15 and 0.42 MB, a ratio of 2.8; read whole, split and copied:
+    2.1 and 66 MB, 31.5)."""
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    _write_transcript(small, 64, 16_000)
+    _write_transcript(large, 2048, 16_000)
+    assert large.stat().st_size > 30 * small.stat().st_size
+
+    small_peak, large_peak = _peak_bytes_opening(small), _peak_bytes_opening(large)
+
+    assert large_peak < 8 * small_peak
+    assert large_peak < large.stat().st_size // 16
+
+
+def test_a_line_longer_than_any_entry_is_passed_over(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    first, last = _delivery("first"), _delivery("last")
+    entry = json.dumps(host.delivery_json(first)).encode()
+    giant = b'{"id": "giant", "pad": "' + b"x" * (host.LINE_LIMIT + 1) + b'"}'
+    path.write_bytes(
+        entry + b"\n" + giant + b"\n" + json.dumps(host.delivery_json(last)).encode() + b"\n"
+    )
+    transcript = TranscriptContext(path)
+    try:
+        assert transcript.holds(first.message.id) and transcript.holds(last.message.id)
+        assert not transcript.holds("giant")
+    finally:
+        transcript.close()
+
+
+def test_the_longest_line_pipost_writes_is_within_the_line_limit() -> None:
+    """A body at its cap of the characters escaped the most, in the body and in the
+    framed text: the transcript reads its lines up to LINE_LIMIT."""
+    cap = max(message_rules(version).body_cap for version in READABLE_VERSIONS)
+    longest = 0
+    for character in ("\x01", "\x1b", "\\", '"', "\x7f"):
+        message = helpers.make_message(NOW, body=character * cap)
+        delivery = Delivery(message, format.frame(message), True)
+        line = json.dumps(host.delivery_json(delivery), ensure_ascii=False).encode()
+        longest = max(longest, len(line))
+    assert longest < host.LINE_LIMIT
 
 
 def test_a_second_listener_on_one_transcript_is_refused(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -58,7 +58,7 @@ from typing import IO, Any, Protocol
 from pipost import droplog, files, format, listeners, mailbox, registry
 from pipost.address import address_of
 from pipost.files import StrPath
-from pipost.message import Message, Rejected, to_json
+from pipost.message import LETTER_READ_LIMIT, Message, Rejected, to_json
 from pipost.policy import DELIVER, Inbound, LoopGuard, Resume
 from pipost.post import Post
 from pipost.reception import (
@@ -562,6 +562,12 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
 
 ENTRY_START = b'{"id": '
 """How every line pipost writes to a transcript begins (delivery_json's first key)."""
+LINE_LIMIT = 4 * LETTER_READ_LIMIT
+"""Bytes of a transcript line read to find its id: more than any line pipost writes
+(the worst a body's escapes make of a message, in its body and framed text, is
+about 1.4 times the letter's bound). A longer line is not an entry, and is passed
+over without being held."""
+_READ_CHUNK = 1 << 16
 
 
 class TranscriptContext:
@@ -587,17 +593,16 @@ class TranscriptContext:
             raise
 
     def _load(self) -> set[str]:
-        with open(self.path, "rb") as transcript:
-            raw = transcript.read()
-        end = raw.rfind(b"\n") + 1
-        if raw[end:] and _torn_by_us(raw[end:]):
-            os.ftruncate(self._fd, end)  # never entered: its letter is still queued
-        ids = set()
-        for line in raw.splitlines():  # a last line kept without its newline counts too
-            entry_id = _entry_id(line)
+        """The ids the transcript holds, read a chunk at a time (memory does not
+        grow with its length); a last line pipost began and did not finish is cut."""
+        ledger = _scan_ledger(_chunks(self._fd))
+        if ledger.tail and _torn_by_us(ledger.tail):
+            os.ftruncate(self._fd, ledger.end)  # never entered: its letter is still queued
+        elif ledger.tail:  # whole, or someone else's: kept, and the next line starts anew
+            entry_id = _entry_id(ledger.tail)
             if entry_id is not None:
-                ids.add(entry_id)
-        return ids
+                ledger.ids.add(entry_id)
+        return ledger.ids
 
     def holds(self, message_id: str) -> bool | None:
         return message_id in self._ids
@@ -658,6 +663,55 @@ def _open_transcript(path: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    offset = 0
+    while chunk := os.pread(fd, _READ_CHUNK, offset):
+        offset += len(chunk)
+        yield chunk
+
+
+@dataclass
+class _Ledger:
+    """What a transcript holds, read line by line."""
+
+    ids: set[str]
+    """The ids of its whole lines that are entries."""
+    end: int
+    """Where its last whole line ends: after its last newline."""
+    tail: bytes | None
+    """What follows that newline (a last line without its own), or None when it is
+    longer than LINE_LIMIT (and was not held)."""
+
+
+def _scan_ledger(chunks: Iterator[bytes]) -> _Ledger:
+    """The ids in a transcript given as chunks of bytes, holding at most one line of
+    LINE_LIMIT bytes at a time: never the whole transcript."""
+    ids: set[str] = set()
+    line = bytearray()
+    too_long = False
+    end = offset = 0
+    for chunk in chunks:
+        start = 0
+        while True:
+            newline = chunk.find(b"\n", start)
+            if not too_long:
+                line += chunk[start:] if newline < 0 else chunk[start:newline]
+                too_long = len(line) > LINE_LIMIT
+                if too_long:
+                    line.clear()
+            if newline < 0:
+                break
+            entry_id = None if too_long else _entry_id(line)
+            if entry_id is not None:
+                ids.add(entry_id)
+            line.clear()
+            too_long = False
+            start = newline + 1
+            end = offset + start
+        offset += len(chunk)
+    return _Ledger(ids, end, None if too_long else bytes(line))
 
 
 def _entry_id(line: bytes | bytearray) -> str | None:
