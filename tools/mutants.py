@@ -622,6 +622,44 @@ FAULTS: tuple[Fault, ...] = (
         ),
         (tests("test_compatibility.py", "test_each_change_has_its_rule"),),
     ),
+    Fault(
+        "a transcript line the disk took in part is trusted (issue 38)",
+        _one(
+            "host.py",
+            "            files.write_all(self._fd, line)\n",
+            "            os.write(self._fd, line)\n",
+        ),
+        (
+            tests(
+                HOST_TESTS,
+                "test_a_line_the_disk_takes_in_part_is_cut_back_and_its_id_not_counted",
+            ),
+        ),
+    ),
+    Fault(
+        "a drop-log line the file took in part stays in the log (issue 38)",
+        _one(
+            "droplog.py",
+            "            os.ftruncate(fd, size)\n",
+            "            pass\n",
+        ),
+        (tests("test_droplog.py", "test_a_line_the_log_cannot_take_whole_is_not_written_at_all"),),
+    ),
+    Fault(
+        "a name too long for its reason is set aside as it is (issue 38)",
+        _one(
+            "quarantine.py",
+            "    candidate, number = _head(name, room), 0\n",
+            "    candidate, number = name, 0\n",
+        ),
+        (
+            tests(
+                QUARANTINE_TESTS,
+                "test_a_name_too_long_for_its_reason_beside_it_is_cut_to_fit_and_still_moved",
+            ),
+            tests(HOST_TESTS, "test_a_letter_named_with_255_bytes_is_set_aside_and_logged_once"),
+        ),
+    ),
 )
 
 
