@@ -238,15 +238,26 @@ def open_descriptors() -> set[str]:
 
 def waits_on_lock(folder: Path) -> bool:
     """Whether /proc/locks shows a process blocked on the folder's lock."""
+    return waiters_on_lock(folder) > 0
+
+
+def waiters_on_lock(folder: Path) -> int:
+    """How many waits /proc/locks shows blocked on the folder's lock."""
     inode = os.stat(folder).st_ino
     with open("/proc/locks") as locks:
-        return any("->" in line and f":{inode} " in line for line in locks)
+        return sum("->" in line and f":{inode} " in line for line in locks)
 
 
 def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
     """What ``action`` returns (or raises), run while the empty ``folder`` is locked
     and removed as soon as ``action`` waits for its lock: as a sweep, or the last
     listener to leave, removes a folder under its lock."""
+    return while_awaited(folder, action, lambda: os.rmdir(folder))
+
+
+def while_awaited(folder: Path, action: Callable[[], T], meanwhile: Callable[[], object]) -> T:
+    """What ``action`` returns (or raises), run while ``folder`` is locked, with
+    ``meanwhile`` run once ``action`` waits for that lock, then the lock released."""
     held = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     outcome: list[T] = []
     raised: list[BaseException] = []
@@ -265,7 +276,7 @@ def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
         while not waits_on_lock(folder):
             assert waiter.is_alive() and time.monotonic() < deadline, "it never waited"
             time.sleep(0.001)
-        os.rmdir(folder)
+        meanwhile()
     finally:
         os.close(held)  # the lock goes with it
     waiter.join(timeout=20)
@@ -273,6 +284,21 @@ def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
     if raised:
         raise raised[0]
     return outcome[0]
+
+
+def finished_or_awaiting(
+    folder: Path, action: Callable[[], object], *, beside: int = 0
+) -> threading.Thread:
+    """``action`` started in a thread of its own, returned once it ended or waits
+    for ``folder``'s lock beside the ``beside`` waits already there; join the thread
+    after the lock is released."""
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while thread.is_alive() and waiters_on_lock(folder) <= beside:
+        assert time.monotonic() < deadline, "it neither ended nor waited"
+        time.sleep(0.001)
+    return thread
 
 
 class VanishingFolders:

@@ -219,9 +219,9 @@ FAULTS: tuple[Fault, ...] = (
             Edit("sweep.py", "import stat\n", "import shutil\nimport stat\n"),
             Edit(
                 "sweep.py",
-                "            if mailbox_is_sweepable(address in recorded, entries) "
+                "            if mailbox_is_sweepable(recorded, entries, receiving) "
                 "and inbox.remove_empty(address):\n",
-                "            if mailbox_is_sweepable(address in recorded, 0):\n"
+                "            if mailbox_is_sweepable(recorded, 0, receiving):\n"
                 "                shutil.rmtree(inbox.name(address))\n",
             ),
         ),

@@ -85,6 +85,8 @@ EXEC_KILL_GRACE_S = 1.0
 _EXEC_WAIT_SLICE_S = 0.1
 """How often a running command is checked on: for a stop asked from another thread."""
 
+_MAILBOX_ATTEMPTS = 1000  # a sweep may remove the empty folder between make and lock
+
 # Troubles the session says once, and again only after they cleared and came back.
 _MAILBOX = "the mailbox cannot be written"
 _RECORD = "the record cannot be written"
@@ -200,15 +202,35 @@ class Host:
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
-        """Make sure the mailbox exists, join the listeners of the address (refused
-        while another runs, unless ``also``), register, take the mail that waited."""
-        files.make(self.root, "inbox", self.address).close()
+        """Join the listeners of the address (refused while another runs, unless
+        ``also``); then, under the mailbox's lock (the folder made if missing),
+        register and watch it; then take the mail that waited. A sweep decides under
+        that lock too, and keeps what a running listener needs (SPEC 5): joining
+        first, it sees this one whether it comes before or after."""
         self._join()
-        self._register()
-        self._watch = FolderWatch(
-            mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
-        )
+        held = self._locked_mailbox()
+        try:
+            self._register()
+            self._watch = FolderWatch(
+                mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
+            )
+        finally:
+            held.close()  # closing releases the lock
         self.drain(at_startup=True)
+
+    def _locked_mailbox(self) -> files.Folder:
+        """The mailbox folder, made if missing, its lock held; made again if a sweep
+        removed it while this waited for the lock."""
+        for _ in range(_MAILBOX_ATTEMPTS):
+            folder = files.make(self.root, "inbox", self.address)
+            try:
+                folder.lock().__enter__()
+            except files.Vanished:
+                folder.close()
+                continue
+            return folder
+        where = mailbox.inbox_of(self.root, self.address)
+        raise OSError(errno.EAGAIN, "the mailbox folder kept vanishing", where)
 
     def serve(self) -> None:
         """Take mail until request_stop(); heartbeats on the way."""

@@ -159,9 +159,11 @@ def record_path(root: StrPath, address: str) -> str:
 
 
 def write(root: StrPath, record: Record) -> None:
-    """Replace the record atomically: a reader sees the old one or the new one."""
+    """Replace the record atomically: a reader sees the old one or the new one. Under
+    the registry folder's lock, which a sweep holds from reading a record again to
+    removing it (sweep.py): a session registering meanwhile is not removed."""
     final = record_name(record.address)
-    with files.make(root, "registry") as folder:
+    with files.make(root, "registry") as folder, folder.lock():
         temporary = f".{record.address}.{os.urandom(4).hex()}.tmp"
         folder.write_new(temporary, encode(record))
         try:
@@ -175,7 +177,7 @@ def write(root: StrPath, record: Record) -> None:
         folder.flush()
 
 
-def _read_named(folder: Folder, name: str) -> Record | None:
+def read_named(folder: Folder, name: str) -> Record | None:
     """The record in the file ``name``, whose address part is already checked."""
     try:
         raw = folder.read_bounded(name, RECORD_READ_LIMIT)
@@ -210,7 +212,7 @@ def read_in(top: Folder, address: str) -> Record | None:
     if folder is None:
         return None
     with folder:
-        return _read_named(folder, name)
+        return read_named(folder, name)
 
 
 def records_in(folder: Folder) -> list[Record]:
@@ -220,7 +222,7 @@ def records_in(folder: Folder) -> list[Record]:
         if name.startswith(".") or not name.endswith(".json"):
             continue
         if is_address(name[: -len(".json")]):
-            record = _read_named(folder, name)
+            record = read_named(folder, name)
             if record is not None:
                 found.append(record)
     return found

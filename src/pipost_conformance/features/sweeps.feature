@@ -68,6 +68,16 @@ Feature: Sweeps: messages outrank tidiness
     And the record of "alice" was kept
 
   @INV-17 @must
+  Scenario: a session that registers while the sweep waits for its mailbox is judged by its new record
+    # Its receiver starting, as the sweep that found its old record waits for the
+    # mailbox's lock: the record is read again under the lock, and kept.
+    Given an offline session "back" in "{scratch}/home/dev/back" last seen 8 days ago
+    And an empty mailbox folder for "back"
+    When the post office is swept while "back" registers again, the sweep waiting for its mailbox
+    Then the record of "back" was kept
+    And the mailbox folder of "back" exists
+
+  @INV-17 @must
   Scenario: a swept record takes its empty mailbox folder with it
     Given an offline session "gone" in "{scratch}/home/dev/gone" last seen 30 days ago
     And an empty mailbox folder for "gone"
