@@ -812,20 +812,38 @@ def test_a_live_record_whose_host_does_not_drain_gets_queued_after_the_wait(
 # -- INV-18: the loop guard inside the host ---------------------------------------------
 
 
+class Clocks:
+    """The wall clock the post office reads and the host's monotonic clock, which the
+    loop guard's windows run on (SPEC 6.1): time passes on both, and the wall clock
+    alone can be stepped."""
+
+    def __init__(self, wall: FixedClock) -> None:
+        self.wall = wall
+        self.steady = SteppedTime()
+
+    def pass_ms(self, ms: int) -> None:
+        self.wall.now += ms
+        self.steady.now += ms / 1000
+
+    def step_wall_ms(self, ms: int) -> None:
+        self.wall.now += ms
+
+
 def test_an_identical_body_from_one_sender_within_10_s_is_dropped(
     root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host]
 ) -> None:
+    clocks = Clocks(clock)
     context = Recording()
-    receiver = hosts(post, context)
+    receiver = hosts(post, context, monotonic=clocks.steady.monotonic)
     receiver.start()
 
     first = deposit(root, "same words", clock.now, sender="looper")
     receiver.drain()
-    clock.now += 9 * SECOND_MS
+    clocks.pass_ms(9 * SECOND_MS)
     echo = deposit(root, "same words", clock.now, sender="looper")
     other_sender = deposit(root, "same words", clock.now + 1, sender="bystander")
     receiver.drain()
-    clock.now += 2 * SECOND_MS  # 11 s after the delivered one
+    clocks.pass_ms(2 * SECOND_MS)  # 11 s after the delivered one
     later = deposit(root, "same words", clock.now, sender="looper")
     receiver.drain()
 
@@ -838,22 +856,62 @@ def test_an_identical_body_from_one_sender_within_10_s_is_dropped(
 def test_a_ninth_message_from_one_sender_within_30_s_is_dropped(
     root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host]
 ) -> None:
+    clocks = Clocks(clock)
     context = Recording()
-    receiver = hosts(post, context)
+    receiver = hosts(post, context, monotonic=clocks.steady.monotonic)
     receiver.start()
 
     burst = []
     for n in range(9):
         burst.append(deposit(root, f"update {n}", clock.now, sender="chatty"))
         receiver.drain()
-        clock.now += 3 * SECOND_MS  # 9 letters within 27 s
-    clock.now = NOW + 30 * SECOND_MS  # the first delivery has left the window
+        clocks.pass_ms(3 * SECOND_MS)  # 9 letters within 27 s
+    clocks.pass_ms(3 * SECOND_MS)  # 30 s: the first delivery has left the window
     after = deposit(root, "update 9", clock.now, sender="chatty")
     receiver.drain()
 
     assert context.ids == [m.id for m in burst[:8]] + [after.id]
     assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [
         (burst[8].file_name, "rate")
+    ]
+
+
+def test_the_guard_s_windows_run_on_the_monotonic_clock_whatever_the_wall_clock_does(
+    root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host]
+) -> None:
+    """Issue 38, item 9: the wall clock stepped back an hour under a running listener
+    dropped every later repeat, and every message past the 8th, for the whole hour;
+    stepped forward, it let an echo through at once. The windows run on the
+    monotonic clock (SPEC 6.1)."""
+    clocks = Clocks(clock)
+    context = Recording()
+    receiver = hosts(post, context, monotonic=clocks.steady.monotonic)
+    receiver.start()
+    hour_ms = 3600 * SECOND_MS
+
+    first = deposit(root, "same words", clock.now, sender="looper")
+    receiver.drain()
+    clocks.pass_ms(11 * SECOND_MS)
+    clocks.step_wall_ms(-hour_ms)
+    repeat = deposit(root, "same words", clock.now, sender="looper")
+    receiver.drain()
+    clocks.pass_ms(SECOND_MS)
+    clocks.step_wall_ms(+hour_ms)
+    echo = deposit(root, "same words", clock.now, sender="looper")
+    receiver.drain()
+    burst = []
+    for n in range(6):  # 8 from looper entered within 30 s: the next is the 9th
+        clocks.pass_ms(SECOND_MS)
+        burst.append(deposit(root, f"update {n}", clock.now, sender="looper"))
+        receiver.drain()
+    clocks.pass_ms(30 * SECOND_MS)
+    clocks.step_wall_ms(-hour_ms)
+    after = deposit(root, "after the window", clock.now, sender="looper")
+    receiver.drain()
+
+    assert context.ids == [first.id, repeat.id, *(m.id for m in burst), after.id]
+    assert [(d.letter, d.reason.split(":")[0]) for d in drops(root)] == [
+        (echo.file_name, "duplicate")
     ]
 
 

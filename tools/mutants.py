@@ -292,6 +292,71 @@ FAULTS: tuple[Fault, ...] = (
         (tests(REGISTRY_TESTS, "test_presence"), feature("registry_presence.feature")),
     ),
     Fault(
+        "presence takes a lastSeen ahead of the clock for a stale one (issue 38)",
+        _one(
+            "session.py",
+            "    return Presence.LIVE if now - record.last_seen <= LIVE_WINDOW_MS "
+            "else Presence.STALLED\n",
+            "    return Presence.LIVE if abs(now - record.last_seen) <= LIVE_WINDOW_MS "
+            "else Presence.STALLED\n",
+        ),
+        (scenarios("registry_presence.feature", "^a session seen ahead of the clock"),),
+    ),
+    Fault(
+        "a sweep that takes a lastSeen ahead of the clock for an old one (issue 38)",
+        _one(
+            "session.py",
+            " and now - last_seen > SWEEP_AFTER_MS and queued == 0\n",
+            " and abs(now - last_seen) > SWEEP_AFTER_MS and queued == 0\n",
+        ),
+        (scenarios("sweeps.feature", "^a record seen ahead of the clock"),),
+    ),
+    Fault(
+        "a guard on the wall clock (issue 38)",
+        _one(
+            "host.py",
+            "        now = round(self.monotonic() * 1000)\n",
+            "        now = self.post.clock()\n",
+        ),
+        (
+            tests(
+                HOST_TESTS,
+                "test_the_guard_s_windows_run_on_the_monotonic_clock_whatever_the_wall_clock_does",
+            ),
+            scenarios("receiving.feature", "^the wall clock steps back"),
+        ),
+    ),
+    Fault(
+        "a sweep that judges the record it read before the lock (issue 38)",
+        _one(
+            "sweep.py",
+            "            current = read_named(registry, record_name(record.address))\n",
+            "            current = record\n",
+        ),
+        (
+            tests(
+                REGISTRY_TESTS,
+                "test_a_record_written_while_the_sweep_waits_for_the_mailbox_is_judged_as_written",
+            ),
+            scenarios("sweeps.feature", "^a session that registers while the sweep waits"),
+        ),
+    ),
+    Fault(
+        "a sweep blind to running listeners (issue 38)",
+        _one(
+            "sweep.py",
+            "        return bool(listeners.running(root, address))\n",
+            "        return False\n",
+        ),
+        (
+            tests(
+                REGISTRY_TESTS,
+                "test_a_running_listener_whose_record_cannot_be_written_keeps_its_mailbox",
+                "test_a_running_listener_keeps_its_record_however_old_it_reads",
+            ),
+        ),
+    ),
+    Fault(
         "presence ignores a recycled pid",
         _one(
             "session.py",

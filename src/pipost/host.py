@@ -174,8 +174,10 @@ class Host:
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
     monotonic: Callable[[], float] = time.monotonic
-    """Seconds, for the serving loop and the retry delays (the conformance driver
-    hands in its world's clock)."""
+    """Seconds on a clock that never steps, for the serving loop, the retry delays
+    and the loop guard's windows (SPEC 6.1), never the wall clock: stepped back an
+    hour, it would drop every repeat for that hour. The conformance driver hands in
+    its world's monotonic clock."""
     record: Record | None = None
     _guard: LoopGuard = field(default_factory=LoopGuard)
     _retries: dict[str, _Retry] = field(default_factory=dict)
@@ -432,7 +434,8 @@ class Host:
             claim.release()
             return Outcome(claim.name, Action.KEPT, where, message_id)
         self._told.discard(_MAILBOX)
-        now = self.post.clock()
+        # The guard's windows, on the clock a step of the wall clock does not move.
+        now = round(self.monotonic() * 1000)
         try:
             decision = self._decide(content, at_startup, now)
             action, reason = decision.action, decision.reason

@@ -22,6 +22,13 @@ Feature: Sweeps: messages outrank tidiness
       | live     | 10 seconds         | 0      | kept    |
 
   @INV-17 @must
+  Scenario: a record seen ahead of the clock (the wall clock stepped back 8 days) is not unseen for 7 days
+    Given a session "old" in "{scratch}/home/dev/old" that is offline, last seen 1 minute ago
+    And the wall clock steps back by 8 days
+    When the post office is swept
+    Then the record of "old" was kept
+
+  @INV-17 @must
   Scenario: the sweep judges every record: a live or stalled one does not shield the stale ones after it
     # By address, "dave" comes first, then "alice", "carol", "erin" and "bob".
     Given an offline session "dave" in "{scratch}/home/dev/dave" last seen 30 days ago
