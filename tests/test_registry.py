@@ -1137,50 +1137,45 @@ def test_a_running_listener_keeps_its_record_however_old_it_reads(
 
 
 @needs_proc_locks
-def test_a_record_is_written_under_the_registry_lock(root: Path) -> None:
-    """Registering and sweeping agree on one lock: a record written while a sweep
-    holds the registry's lock waits for it."""
-    folder = root / "registry"
-    folder.mkdir(parents=True)
-    held = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+def test_a_starting_listener_registers_under_its_mailbox_lock(root: Path, tmp_path: Path) -> None:
+    """Registering and sweeping agree on one lock, the mailbox's: while a sweep holds
+    it (here, the test), a starting listener waits to write its record, so none is
+    written between the sweep's second reading and its unlink."""
+    inbox = root / "inbox" / address_of("sess-waits")
+    inbox.mkdir(parents=True)
+    listener = Host(Post(root, clock=lambda: NOW), "sess-waits", str(tmp_path), Taken())
+    held = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(held, fcntl.LOCK_EX)
-        writing = finished_or_awaiting(
-            folder, lambda: registry.register(root, "sess-waits", "/x", NOW, pid=PID)
-        )
-        waited = writing.is_alive()
-        assert registry.read(root, address_of("sess-waits")) is None
+        starting = finished_or_awaiting(inbox, listener.start)
+        waited = starting.is_alive()
+        written_meanwhile = registry.read(root, listener.address)
     finally:
         os.close(held)  # the lock goes with it
-    writing.join(timeout=20)
-    assert waited
-    assert registry.read(root, address_of("sess-waits")) is not None
+    try:
+        starting.join(timeout=20)
+        assert waited
+        assert written_meanwhile is None
+        assert registry.read(root, listener.address) == listener.record
+    finally:
+        listener.stop()
 
 
-def test_the_sweep_reads_and_removes_a_record_under_the_registry_lock(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_listener_makes_its_mailbox_again_when_a_sweep_removed_it_while_it_waited(
+    root: Path, tmp_path: Path
 ) -> None:
-    """So no record is written between its second reading and its removal."""
-    stale = write_record(root, make_record("sess-stale", "/x", last_seen=NOW - YEAR_MS))
-    real_unlink = files.Folder.unlink
-    held_while_unlinking: list[bool] = []
-
-    def unlink_noting_the_lock(folder: files.Folder, name: str) -> None:
-        if name == registry.record_name(stale.address):
-            other = os.open(folder.path, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                held_while_unlinking.append(True)
-            else:
-                held_while_unlinking.append(False)
-            finally:
-                os.close(other)
-        real_unlink(folder, name)
-
-    monkeypatch.setattr(files.Folder, "unlink", unlink_noting_the_lock)
-    assert sweep.sweep(root, NOW, FakeProcessTable()).records_removed == (stale.address,)
-    assert held_while_unlinking == [True]
+    """The sweep removed the empty folder (no record, no listener yet) while the
+    starting listener waited for its lock: it makes the folder again, and watches
+    and registers that one."""
+    inbox = root / "inbox" / address_of("sess-raced")
+    inbox.mkdir(parents=True)
+    listener = Host(Post(root, clock=lambda: NOW), "sess-raced", str(tmp_path), Taken())
+    try:
+        removed_while_awaited(inbox, listener.start)
+        assert inbox.is_dir()
+        assert registry.read(root, listener.address) == listener.record
+    finally:
+        listener.stop()
 
 
 @pytest.mark.parametrize(

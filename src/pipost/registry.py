@@ -159,11 +159,9 @@ def record_path(root: StrPath, address: str) -> str:
 
 
 def write(root: StrPath, record: Record) -> None:
-    """Replace the record atomically: a reader sees the old one or the new one. Under
-    the registry folder's lock, which a sweep holds from reading a record again to
-    removing it (sweep.py): a session registering meanwhile is not removed."""
+    """Replace the record atomically: a reader sees the old one or the new one."""
     final = record_name(record.address)
-    with files.make(root, "registry") as folder, folder.lock():
+    with files.make(root, "registry") as folder:
         temporary = f".{record.address}.{os.urandom(4).hex()}.tmp"
         folder.write_new(temporary, encode(record))
         try:

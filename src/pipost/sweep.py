@@ -4,12 +4,12 @@ over 7 days with nothing queued, empty mailbox folders no record names, and
 before those the temporaries that writers which died left behind.
 
 A first look at the registry only picks the records worth a closer one: each is
-judged again as it is once the mailbox's lock and the registry's are held, since a
-session may have started meanwhile (registry.write takes the registry's lock, so
-no record is written between that reading and the unlink). Neither a record nor a
-mailbox of a session whose listener runs (listeners.py) is ever removed, whatever
-the record says or whether there is one: a listener that could not write its
-record still receives (INV-23).
+read again and judged once the mailbox's lock is held, since the session may have
+started meanwhile; a starting listener registers under that same lock
+(host.Host.start), so none registers between that reading and the unlink.
+Neither a record nor a mailbox of a session whose listener runs (listeners.py) is
+ever removed, whatever the record says or whether there is one: a listener that
+could not write its record still receives (INV-23).
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def _sweep_records(
         state = presence(record, now, processes)
         if state is not Presence.OFFLINE:
             continue
-        with _MailboxHeld(inbox, record.address, now, stale) as held, registry.lock():
-            # Read again under the locks: the session may have started since.
+        with _MailboxHeld(inbox, record.address, now, stale) as held:
+            # Read again under the lock: the session may have started since.
             current = read_named(registry, record_name(record.address))
             if current is None:
                 continue
