@@ -207,8 +207,9 @@ class Host:
         """Join the listeners of the address (refused while another runs, unless
         ``also``); then, under the mailbox's lock (the folder made if missing),
         register and watch it; then take the mail that waited. A sweep decides under
-        that lock too, and keeps what a running listener needs (SPEC 5): joining
-        first, it sees this one whether it comes before or after."""
+        that lock too and keeps what a running listener needs (SPEC 5): one that
+        locks the mailbox after this joined sees it, and one that locked it before
+        removes at most the empty folder, which is made again here."""
         self._join()
         held = self._locked_mailbox()
         try:
