@@ -345,7 +345,7 @@ FAULTS: tuple[Fault, ...] = (
         "a sweep blind to running listeners (issue 38)",
         _one(
             "sweep.py",
-            "        return bool(listeners.running(root, address))\n",
+            "        return bool(listeners.running_below(top, address))\n",
             "        return False\n",
         ),
         (

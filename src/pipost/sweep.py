@@ -69,8 +69,8 @@ def sweep(root: StrPath, now: int, processes: ProcessTable) -> SweepReport:
         try:
             if registry is not None:
                 stale += _remove_stale_temporaries(registry, "registry", now)
-            removed_records = _sweep_records(root, registry, inbox, now, processes, stale)
-            removed_mailboxes = _sweep_mailboxes(root, registry, inbox, now, stale)
+            removed_records = _sweep_records(top, registry, inbox, now, processes, stale)
+            removed_mailboxes = _sweep_mailboxes(top, registry, inbox, now, stale)
         finally:
             for folder in (registry, inbox):
                 if folder is not None:
@@ -102,7 +102,7 @@ def _remove_stale_temporaries(folder: Folder, where: str, now: int) -> list[str]
 
 
 def _sweep_records(
-    root: StrPath,
+    top: Folder,
     registry: Folder | None,
     inbox: Folder | None,
     now: int,
@@ -116,13 +116,15 @@ def _sweep_records(
         state = presence(record, now, processes)
         if state is not Presence.OFFLINE:
             continue
+        if not record_is_sweepable(state, record.last_seen, now, 0, False):
+            continue  # seen within 7 days at the first look: no closer one needed
         with _MailboxHeld(inbox, record.address, now, stale) as held:
             # Read again under the lock: the session may have started since.
             current = read_named(registry, record_name(record.address))
             if current is None:
                 continue
             state = presence(current, now, processes)
-            receiving = _listening(root, record.address)
+            receiving = _listening(top, record.address)
             if record_is_sweepable(state, current.last_seen, now, held, receiving):
                 registry.unlink(record_name(record.address))
                 removed.append(record.address)
@@ -132,17 +134,16 @@ def _sweep_records(
 
 
 def _sweep_mailboxes(
-    root: StrPath, registry: Folder | None, inbox: Folder | None, now: int, stale: list[str]
+    top: Folder, registry: Folder | None, inbox: Folder | None, now: int, stale: list[str]
 ) -> list[str]:
     removed: list[str] = []
     if inbox is None:
         return removed
     for address in sorted(name for name in inbox.names() if is_address(name)):
         with _MailboxHeld(inbox, address, now, stale) as entries:
-            recorded = (
-                registry is not None and read_named(registry, record_name(address)) is not None
-            )
-            receiving = _listening(root, address)
+            # Asked of an empty folder alone, each only if the answer before it was no.
+            recorded = entries == 0 and _recorded(registry, address)
+            receiving = entries == 0 and not recorded and _listening(top, address)
             if mailbox_is_sweepable(recorded, entries, receiving) and inbox.remove_empty(address):
                 removed.append(address)
     if removed:
@@ -150,12 +151,17 @@ def _sweep_mailboxes(
     return removed
 
 
-def _listening(root: StrPath, address: str) -> bool:
+def _recorded(registry: Folder | None, address: str) -> bool:
+    """Whether a readable record names ``address`` now."""
+    return registry is not None and read_named(registry, record_name(address)) is not None
+
+
+def _listening(top: Folder, address: str) -> bool:
     """Whether a listener of ``address`` runs (its file in listeners/ is locked); a
     folder of listeners that cannot be read is taken for one that runs: the sweep
     keeps what it cannot judge."""
     try:
-        return bool(listeners.running(root, address))
+        return bool(listeners.running_below(top, address))
     except OSError:
         return True
 
