@@ -7,6 +7,7 @@ a test double, and the backoff's monotonic clock where a test must move it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -2560,10 +2561,79 @@ def test_the_transcript_and_the_stream_keep_text_as_utf8_readable_as_it_is(
         assert json.loads(line)["body"] == "café au lait"
 
 
-def test_a_closed_stream_does_not_take_the_message() -> None:
+def test_a_closed_stream_is_a_context_gone() -> None:
     stream = io.StringIO()
     stream.close()
-    assert not StreamContext(stream).enter(_delivery())
+    with pytest.raises(host.ContextGone):
+        StreamContext(stream).enter(_delivery())
+
+
+def _pipe_without_reader() -> io.TextIOWrapper:
+    """The write end of a pipe whose reader has gone (``listen | head -c 10``)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    return open(write_end, "w", encoding="utf-8")
+
+
+def test_a_stream_whose_reader_is_gone_is_a_context_gone() -> None:
+    stream = _pipe_without_reader()
+    try:
+        with pytest.raises(host.ContextGone, match="the reader of its output is gone"):
+            StreamContext(stream).enter(_delivery())
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            stream.close()
+
+
+def test_a_stream_that_fails_otherwise_says_why_and_keeps_the_letter_queued(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """A write error that may clear (a full disk under a redirected output) is an
+    entry that failed, said with its reason, not a silent retry."""
+
+    class FullDisk(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    said: list[str] = []
+    receiver = hosts(post, StreamContext(FullDisk()), say=said.append)
+    message = deposit(root, "to a full disk", NOW)
+
+    receiver.start()
+
+    assert queued(root) == [message.file_name]
+    assert said == [
+        f"message {message.id} stays queued: {os.strerror(errno.ENOSPC)}; next try in 1 s"
+    ]
+
+
+def test_a_session_whose_output_reader_is_gone_stops_and_keeps_the_letter_queued(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """Issue 38, 13: a listener on standard output piped into ``head`` stayed live
+    and beating after head left, so senders were told queued for good. Now the
+    session ends: the letter stays queued, it says so once, and its record goes
+    offline at stop."""
+    said: list[str] = []
+    stream = _pipe_without_reader()
+    receiver = hosts(post, StreamContext(stream), say=said.append)
+    first, second = deposit(root, "one", NOW), deposit(root, "two", NOW + 1)
+
+    try:
+        with pytest.raises(host.ContextGone):
+            receiver.start()
+        receiver.stop()
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            stream.close()
+
+    assert queued(root) == [first.file_name, second.file_name]
+    assert said[0] == (
+        f"the reader of its output is gone: the session stops; message {first.id} stays queued"
+    )
+    record = registry.read(root, ADDRESS)
+    assert record is not None and record.pid is None, "the record still says it receives"
+    assert receiver.stats.failed_entries == 0
 
 
 def test_a_drain_that_drops_or_sets_aside_letters_opens_the_root_once(

@@ -122,7 +122,9 @@ A session has one listener: a second one is refused, naming the running one.
   --exec-timeout <seconds>
                        end a command still running after this long (default
                        600), counted as a failure and retried
-  (neither)            one JSON line per message on standard output
+  (neither)            one JSON line per message on standard output; when its
+                       reader goes away the listener ends (as by SIGPIPE),
+                       the message it could not write left queued
 
 PI_POST_INBOUND=accept|ask|refuse and PI_POST_RESUME=wake|stage apply.
 """,
@@ -608,6 +610,8 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         receiver.serve()
     except listeners.AlreadyListening as running:
         raise Refused(f"{running} (stop it, or pass --also to run this one beside it)") from None
+    except host.ContextGone:  # said by the host; ends as any command whose reader went away
+        raise StdoutClosed from None
     finally:
         receiver.stop()
         for sig, handler in previous.items():

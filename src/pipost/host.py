@@ -27,11 +27,14 @@ drain() returns an Outcome for every letter it took (what became of it, and why)
 and stats counts them.
 
 A context that fails leaves the letter queued and is retried with backoff, so
-nothing is lost (INV-05). With a context that can say which ids it holds (a
-transcript can), a crash between entry and unlink costs nothing: delivery is
-exactly once. With one that cannot, that crash window is the only way a
-message enters twice (INV-06). Heartbeats every 30 s keep the record live;
-failing to write it does not stop the session, and is said once (INV-23).
+nothing is lost (INV-05); one that is gone for good (ContextGone: the reader of
+standard output went away) leaves it queued too, and ends the session (start()
+and serve() raise it), so that no record says live while nothing can enter.
+With a context that can say which ids it holds (a transcript can), a crash
+between entry and unlink costs nothing: delivery is exactly once. With one that
+cannot, that crash window is the only way a message enters twice (INV-06).
+Heartbeats every 30 s keep the record live; failing to write it does not stop
+the session, and is said once (INV-23).
 Shutdown keeps the record (INV-14): offline, or handed to another listener of
 the address that still runs; a command still handling a letter when the stop
 comes is ended, and the letter stays queued for the next start.
@@ -113,6 +116,12 @@ class EntryFailed(Exception):
         self.lasting = lasting
         """A trouble of the context itself (its disk is full), not of this message:
         every entry fails alike until it is fixed, so the session says it once."""
+
+
+class ContextGone(Exception):
+    """A context that can never take text again (the reader of standard output went
+    away): the letter stays queued and the session ends, so that its record stops
+    saying it receives. The text says what is gone."""
 
 
 class Context(Protocol):
@@ -494,6 +503,10 @@ class Host:
         reason, lasting = None, False
         try:
             entered = self.context.enter(delivery)
+        except ContextGone as gone:
+            claim.release()
+            self.say(f"{gone}: the session stops; message {message.id} stays queued")
+            raise
         except EntryFailed as failure:
             entered, reason, lasting = False, str(failure), failure.lasting
         except Exception:  # a failing context must not lose the letter
@@ -880,7 +893,8 @@ def _group_alive(process: subprocess.Popen[bytes]) -> bool:
 
 
 class StreamContext:
-    """One JSON line per message on a stream (standard output by default)."""
+    """One JSON line per message on a stream (standard output by default). A stream
+    whose reader went away, or that was closed, can take nothing more: ContextGone."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
@@ -892,6 +906,10 @@ class StreamContext:
         try:
             self.stream.write(json.dumps(delivery_json(delivery), ensure_ascii=False) + "\n")
             self.stream.flush()
-        except (OSError, ValueError):
-            return False
+        except BrokenPipeError:
+            raise ContextGone("the reader of its output is gone") from None
+        except ValueError:  # what a closed stream raises
+            raise ContextGone("its output is closed") from None
+        except OSError as error:
+            raise EntryFailed(error.strerror or str(error)) from None
         return True
