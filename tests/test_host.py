@@ -1271,6 +1271,48 @@ def test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on(
     assert second, "refreshed again 30 s later"
 
 
+def test_a_command_running_for_long_keeps_the_heartbeat_going(
+    root: Path, post: Post, clock: FixedClock, hosts: Callable[..., Host], tmp_path: Path
+) -> None:
+    """Issue 38, item 15: while ``--exec`` ran a command (up to 600 s) the session
+    did not beat, and showed *not responding*. Now the record is refreshed at 30 s
+    while the command still runs (SPEC 2). Both clocks are the test's: the command
+    waits for a gate the test opens, not for time to pass."""
+    time_ = SteppedTime()
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    command = f"cat > /dev/null; : > '{started}'; until [ -e '{gate}' ]; do sleep 0.01; done"
+    receiver = hosts(
+        post,
+        ExecContext(command, dict(os.environ)),
+        kernel_events=False,
+        poll_s=0.01,
+        monotonic=time_.monotonic,
+    )
+    receiver.start()
+    message = deposit(root, "a long turn", NOW)
+    thread = serving(receiver)
+
+    def last_seen() -> int | None:
+        record = registry.read(root, ADDRESS)
+        return None if record is None else record.last_seen
+
+    try:
+        running = eventually(started.exists)
+        time_.now += 30
+        clock.now += 30 * SECOND_MS
+        beaten = eventually(lambda: last_seen() == NOW + 30 * SECOND_MS)
+        still_running = not gate.exists() and queued(root) == [message.file_name]
+        gate.touch()
+        taken = eventually(lambda: queued(root) == [])
+    finally:
+        gate.touch()
+        halt(receiver, thread)
+
+    assert running, "the command never started"
+    assert beaten and still_running, "no heartbeat while the command ran"
+    assert taken and receiver.stats.entered == 1
+
+
 # -- INV-23: failures are contained ---------------------------------------------------------
 
 

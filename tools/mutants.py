@@ -593,8 +593,14 @@ FAULTS: tuple[Fault, ...] = (
     ),
     Fault(
         "a serving host that never refreshes its record (issue 16)",
-        _one("host.py", "                self.beat()\n", ""),
-        (tests(HOST_TESTS, "test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on"),),
+        _one("host.py", "            self.beat()\n", ""),
+        (
+            tests(
+                HOST_TESTS,
+                "test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on",
+                "test_a_command_running_for_long_keeps_the_heartbeat_going",
+            ),
+        ),
     ),
     Fault(
         "the quarantine listing keeps only the last address (issue 16)",

@@ -33,8 +33,9 @@ and serve() raise it), so that no record says live while nothing can enter.
 With a context that can say which ids it holds (a transcript can), a crash
 between entry and unlink costs nothing: delivery is exactly once. With one that
 cannot, that crash window is the only way a message enters twice (INV-06).
-Heartbeats every 30 s keep the record live; failing to write it does not stop
-the session, and is said once (INV-23).
+Heartbeats every 30 s keep the record live, also while a command handles a
+letter (keep_alive); failing to write it does not stop the session, and is said
+once (INV-23).
 Shutdown keeps the record (INV-14): offline, or handed to another listener of
 the address that still runs; a command still handling a letter when the stop
 comes is ended, and the letter stays queued for the next start.
@@ -135,7 +136,8 @@ class Context(Protocol):
         leaves the letter queued."""
 
     # A context that can be busy for long (a command) also has interrupt(): called
-    # by Host.request_stop, from a signal handler too, it must not block.
+    # by Host.request_stop, from a signal handler too, it must not block. While
+    # busy it calls the host's keep_alive() (ExecContext: its ``meanwhile``).
 
 
 def _quiet(line: str) -> None:
@@ -201,6 +203,12 @@ class Host:
     _tally: Counter[Action] = field(default_factory=Counter)
     """Every outcome of take(), counted by action: what stats shows."""
     _failed_heartbeats: int = 0
+    _next_beat: float = 0.0
+    """When the next heartbeat is due, on ``monotonic``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.context, ExecContext):
+            self.context.meanwhile = self.keep_alive
 
     @property
     def address(self) -> str:
@@ -223,6 +231,7 @@ class Host:
         held = self._locked_mailbox()
         try:
             self._register()
+            self._next_beat = self.monotonic() + self.heartbeat_s
             self._watch = FolderWatch(
                 mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
             )
@@ -249,17 +258,25 @@ class Host:
         watch = self._watch
         if watch is None:
             raise RuntimeError("start() the host before serving")
-        next_beat = self.monotonic() + self.heartbeat_s
         while not self._stop.is_set():
             now = self.monotonic()
-            wake_at = min([now + self.poll_s, next_beat] + [r.at for r in self._retries.values()])
+            wake_at = min(
+                [now + self.poll_s, self._next_beat] + [r.at for r in self._retries.values()]
+            )
             watch.wait(wake_at - now)
             if self._stop.is_set():
                 break
             self.drain()
-            if self.monotonic() >= next_beat:
-                self.beat()
-                next_beat = self.monotonic() + self.heartbeat_s
+            self.keep_alive()
+
+    def keep_alive(self) -> None:
+        """Beat if a heartbeat is due: after each round of serve(), and between the
+        waits of a context that is busy for long (a command may run for minutes),
+        so that the record stays live while the session works (SPEC 2). Called on
+        the serving thread only, so the record is never written by two at once."""
+        if self.monotonic() >= self._next_beat:
+            self.beat()
+            self._next_beat = self.monotonic() + self.heartbeat_s
 
     def request_stop(self) -> None:
         """Safe from a signal handler or another thread; an entry in progress is
@@ -789,6 +806,8 @@ class ExecContext:
         self.command = command
         self.environ = environ
         self.timeout_s = timeout_s
+        self.meanwhile: Callable[[], None] = _idle
+        """Called between the slices of a command's wait: the host's keep_alive."""
         self._running: subprocess.Popen[bytes] | None = None
         self._stopping = False
 
@@ -855,6 +874,7 @@ class ExecContext:
                 process.communicate(feed, timeout=_EXEC_WAIT_SLICE_S)
             except subprocess.TimeoutExpired:
                 feed = None  # communicate() keeps what it has not written yet
+            self.meanwhile()
             if process.returncode == 0:
                 return None  # taken, even if the stop came just as it finished
             if self._stopping:
@@ -875,6 +895,10 @@ class ExecContext:
             time.sleep(_EXEC_WAIT_SLICE_S)
         process.wait()
         return reason
+
+
+def _idle() -> None:
+    """Nothing to do while a command runs (an ExecContext no host serves)."""
 
 
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
