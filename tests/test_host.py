@@ -34,6 +34,7 @@ from pipost import (
     quarantine,
     registry,
     session,
+    watch,
 )
 from pipost.address import address_of
 from pipost.driver import InProcessDriver
@@ -1159,6 +1160,7 @@ class SteppedRounds:
         self.seen: list[tuple[float, int | None]] = []  # (timeout, last_seen) per wait
         self.receiver: Host | None = None
         self.rounds = 0
+        self.refused: str | None = None  # a watch the kernel set
 
     def watch(self, folder: Any, *, kernel_events: bool) -> SteppedRounds:
         self.made.append((str(folder), kernel_events))
@@ -1316,6 +1318,35 @@ def test_a_command_running_for_long_keeps_the_heartbeat_going(
 # -- INV-23: failures are contained ---------------------------------------------------------
 
 
+def test_a_watch_the_kernel_refuses_is_said_once_with_polling_named(
+    root: Path, post: Post, hosts: Callable[..., Host], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38, item 3: with inotify refused (its limits reached) the session polled
+    and nothing said the watch was gone. Now it says so once, naming the poll, and
+    its mail still flows."""
+
+    def refused(folder: object, mask: int, notes: object) -> None:
+        raise OSError(errno.EMFILE, "no inotify instance left")
+
+    monkeypatch.setattr(watch, "_kernel_watch", refused)
+    said: list[str] = []
+    context = Recording()
+    receiver = hosts(post, context, say=said.append, poll_s=0.01)
+    receiver.start()
+    thread = serving(receiver)
+    try:
+        message = deposit(root, "found by polling", NOW)
+        entered = eventually(lambda: context.ids == [message.id])
+    finally:
+        halt(receiver, thread)
+
+    folder = root / "inbox" / ADDRESS
+    assert said == [
+        f"cannot watch {folder} for new mail: no inotify instance left; polling every 0.01 s"
+    ]
+    assert entered
+
+
 def test_an_unwritable_registry_does_not_stop_the_host(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:
@@ -1367,6 +1398,57 @@ def test_failed_heartbeats_are_counted_and_shutdown_still_completes(
     assert context.ids == [message.id]
     kept = registry.read(root, ADDRESS)
     assert kept is not None and kept.last_seen == NOW  # the last record that was written
+
+
+class OutOfDescriptors:
+    """A context whose entry finds no descriptor left (a command that cannot start)."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def holds(self, message_id: str) -> bool | None:
+        return None
+
+    def enter(self, delivery: Delivery) -> bool:
+        raise OSError(self.number, os.strerror(self.number))
+
+
+@pytest.mark.parametrize("number", [errno.EMFILE, errno.ENFILE])
+@pytest.mark.parametrize("where", ["the drop log", "the context"])
+def test_a_session_out_of_descriptors_ends_and_leaves_the_letter_queued(
+    root: Path,
+    post: Post,
+    hosts: Callable[..., Host],
+    monkeypatch: pytest.MonkeyPatch,
+    number: int,
+    where: str,
+) -> None:
+    """Issue 38, item 3: a letter that met EMFILE was deferred and retried for good,
+    silently, while the record stayed live. No letter causes it and no retry clears
+    it, so it ends the session (pi-post listen says why): the letter stays queued
+    and unclaimed, for the next start."""
+    if where == "the drop log":
+        context: host.Context = Recording()
+
+        def no_descriptor(where: Any, drop: droplog.Drop) -> None:
+            raise OSError(number, os.strerror(number))
+
+        monkeypatch.setattr(droplog, "record", no_descriptor)
+    else:
+        context = OutOfDescriptors(number)
+    inbound = Inbound.REFUSE if where == "the drop log" else Inbound.ACCEPT
+    receiver = hosts(post, context, inbound=inbound)
+    message = deposit(root, "waits for a higher limit", NOW)
+
+    with pytest.raises(OSError) as raised:
+        receiver.start()
+
+    assert raised.value.errno == number
+    assert queued(root) == [message.file_name]
+    claim = helpers.claim_named(root, ADDRESS, message.file_name)
+    assert claim is not None, "the session ended holding its claim"
+    claim.release()
+    assert receiver.stats == host.Stats()
 
 
 def test_a_drop_whose_log_cannot_be_written_waits_and_is_logged_on_its_next_try(

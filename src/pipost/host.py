@@ -29,7 +29,8 @@ and stats counts them.
 A context that fails leaves the letter queued and is retried with backoff, so
 nothing is lost (INV-05); one that is gone for good (ContextGone: the reader of
 standard output went away) leaves it queued too, and ends the session (start()
-and serve() raise it), so that no record says live while nothing can enter.
+and serve() raise it), so that no record says live while nothing can enter; so
+does a process out of file descriptors (OUT_OF_DESCRIPTORS, raised as OSError).
 With a context that can say which ids it holds (a transcript can), a crash
 between entry and unlink costs nothing: delivery is exactly once. With one that
 cannot, that crash window is the only way a message enters twice (INV-06).
@@ -90,6 +91,10 @@ _EXEC_WAIT_SLICE_S = 0.1
 """How often a running command is checked on: for a stop asked from another thread."""
 
 _MAILBOX_ATTEMPTS = 1000  # a sweep may remove the empty folder between make and lock
+OUT_OF_DESCRIPTORS = frozenset((errno.EMFILE, errno.ENFILE))
+"""Errors no letter caused and no retry clears while the session runs: the process
+(or the system) has no file descriptor left. They end the session (start() and
+serve() raise them): a session that stayed would look live and take nothing."""
 
 # Troubles the session says once, and again only after they cleared and came back.
 _MAILBOX = "the mailbox cannot be written"
@@ -232,11 +237,15 @@ class Host:
         try:
             self._register()
             self._next_beat = self.monotonic() + self.heartbeat_s
-            self._watch = FolderWatch(
-                mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
-            )
+            folder = mailbox.inbox_of(self.root, self.address)
+            self._watch = FolderWatch(folder, kernel_events=self.kernel_events)
         finally:
             held.close()  # closing releases the lock
+        if self._watch.refused is not None:
+            self.say(
+                f"cannot watch {format.visible(str(folder))} for new mail: "
+                f"{self._watch.refused}; polling every {self.poll_s:g} s"
+            )
         self.drain(at_startup=True)
 
     def _locked_mailbox(self) -> files.Folder:
@@ -479,6 +488,9 @@ class Host:
                 assert message is not None  # only a message enters
                 return self._enter(claim, message, ENTERS[action], now)
         except OSError as error:
+            if error.errno in OUT_OF_DESCRIPTORS:
+                claim.release()
+                raise
             delay = self._retry_later(claim)
             what = os.fsdecode(error.filename) if error.filename else "the post office"
             self._tell(
@@ -526,7 +538,10 @@ class Host:
             raise
         except EntryFailed as failure:
             entered, reason, lasting = False, str(failure), failure.lasting
-        except Exception:  # a failing context must not lose the letter
+        except Exception as error:  # a failing context must not lose the letter
+            if isinstance(error, OSError) and error.errno in OUT_OF_DESCRIPTORS:
+                claim.release()
+                raise
             entered = False
         if entered:
             self._told.discard(_CONTEXT)
@@ -846,6 +861,8 @@ class ExecContext:
                 start_new_session=True,
             )
         except (OSError, ValueError) as error:  # ValueError: a NUL byte in a variable
+            if isinstance(error, OSError) and error.errno in OUT_OF_DESCRIPTORS:
+                raise  # not this message's trouble: the session ends (Host._enter)
             why = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise EntryFailed(f"could not start: {why}") from None
         with process:  # closes our end of its stdin, whatever it read
