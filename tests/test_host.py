@@ -12,7 +12,9 @@ import errno
 import io
 import json
 import os
+import shutil
 import signal
+import sys
 import threading
 import time
 import tracemalloc
@@ -1160,7 +1162,8 @@ class SteppedRounds:
         self.seen: list[tuple[float, int | None]] = []  # (timeout, last_seen) per wait
         self.receiver: Host | None = None
         self.rounds = 0
-        self.refused: str | None = None  # a watch the kernel set
+        self.refused: str | None = None  # a watch the kernel set, and kept
+        self.lost: str | None = None
 
     def watch(self, folder: Any, *, kernel_events: bool) -> SteppedRounds:
         self.made.append((str(folder), kernel_events))
@@ -1345,6 +1348,34 @@ def test_a_watch_the_kernel_refuses_is_said_once_with_polling_named(
         f"cannot watch {folder} for new mail: no inotify instance left; polling every 0.01 s"
     ]
     assert entered
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kqueue's loss is not noticed")
+def test_a_watch_lost_with_its_folder_is_said_once_and_the_mail_still_flows(
+    root: Path, post: Post, hosts: Callable[..., Host]
+) -> None:
+    """Issue 38, item 3: a mailbox folder removed under a running session (a sweep
+    that misjudged it, a person) took the watch with it, and nothing said so."""
+    said: list[str] = []
+    context = Recording()
+    receiver = hosts(post, context, say=said.append, poll_s=0.05)
+    receiver.start()
+    thread = serving(receiver)
+    folder = root / "inbox" / ADDRESS
+    try:
+        shutil.rmtree(folder)
+        told = eventually(lambda: len(said) == 1)
+        first = deposit(root, "found by polling", NOW)  # makes the folder again
+        second = deposit(root, "and again", NOW + 1)
+        entered = eventually(lambda: context.ids == [first.id, second.id])
+    finally:
+        halt(receiver, thread)
+
+    assert told and entered
+    assert said == [
+        f"cannot watch {folder} for new mail: the folder is gone (removed, or its file "
+        "system unmounted); polling every 0.05 s"
+    ]
 
 
 def test_an_unwritable_registry_does_not_stop_the_host(

@@ -17,6 +17,7 @@ import errno
 import operator
 import os
 import select
+import shutil
 import stat
 import sys
 import threading
@@ -630,6 +631,26 @@ def test_a_watch_inotify_refuses_keeps_why_with_the_limit_reached(
     watches.append(made)
     assert made.refused == why
     assert FolderWatch(folder, kernel_events=False).refused is None  # not asked: not refused
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_an_inotify_watch_lost_with_its_folder_says_so_and_polls(
+    folder: Path, watches: list[FolderWatch]
+) -> None:
+    """Issue 38, item 3: the folder removed under the watch (a sweep, a person) ends
+    it; the kernel says so (IN_IGNORED), and the watch keeps why and polls."""
+    made = FolderWatch(folder)
+    watches.append(made)
+    assert made.uses_kernel_events and made.lost is None
+    (folder / "0000000000001-00000000.json").write_bytes(b"{}")
+    made.wait(JOIN_S)  # a letter: the watch stands
+    assert made.uses_kernel_events and made.lost is None
+
+    shutil.rmtree(folder)
+    made.wait(JOIN_S)  # returns at once: the kernel tells of the end of the watch
+
+    assert made.lost is not None and "the folder is gone" in made.lost
+    assert not made.uses_kernel_events
 
 
 def test_a_watch_the_kernel_sets_is_not_refused(

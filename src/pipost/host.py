@@ -102,6 +102,7 @@ _RECORD = "the record cannot be written"
 _LISTENERS = "the listener cannot be noted"
 _CONTEXT = "the context cannot take mail"
 _SETTLE = "a letter cannot be logged or set aside"
+_WATCH = "the folder cannot be watched"
 
 
 @dataclass(frozen=True)
@@ -242,10 +243,7 @@ class Host:
         finally:
             held.close()  # closing releases the lock
         if self._watch.refused is not None:
-            self.say(
-                f"cannot watch {format.visible(str(folder))} for new mail: "
-                f"{self._watch.refused}; polling every {self.poll_s:g} s"
-            )
+            self._tell(_WATCH, self._unwatched(self._watch.refused))
         self.drain(at_startup=True)
 
     def _locked_mailbox(self) -> files.Folder:
@@ -273,6 +271,8 @@ class Host:
                 [now + self.poll_s, self._next_beat] + [r.at for r in self._retries.values()]
             )
             watch.wait(wake_at - now)
+            if watch.lost is not None:
+                self._tell(_WATCH, self._unwatched(watch.lost))
             if self._stop.is_set():
                 break
             self.drain()
@@ -286,6 +286,11 @@ class Host:
         if self.monotonic() >= self._next_beat:
             self.beat()
             self._next_beat = self.monotonic() + self.heartbeat_s
+
+    def _unwatched(self, why: str) -> str:
+        """What the session says of a watch refused or lost (once)."""
+        folder = format.visible(mailbox.inbox_of(self.root, self.address))
+        return f"cannot watch {folder} for new mail: {why}; polling every {self.poll_s:g} s"
 
     def request_stop(self) -> None:
         """Safe from a signal handler or another thread; an entry in progress is

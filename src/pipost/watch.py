@@ -3,7 +3,8 @@ library can reach it (inotify on Linux, through ctypes; kqueue on macOS and the
 BSDs), a plain timeout elsewhere. Either way the receiving session also polls
 every 3 s, so a missed event only delays mail, never strands it (INV-23). A watch
 the kernel refuses (an inotify limit, no descriptor left) is a wait that polls;
-FolderWatch keeps why, for the session to say.
+FolderWatch keeps why, for the session to say; and so it does for an inotify
+watch lost later, its folder removed (kqueue's is not noticed).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
         def fileno(self) -> int: ...
 
-        def drain(self) -> None:
-            """Read the changes that wait, so the next wait blocks until a new one."""
+        def drain(self) -> bool:
+            """Read the changes that wait, so the next wait blocks until a new one;
+            False once the watch is gone with its folder."""
 
         def close(self) -> None: ...
 
@@ -41,6 +43,7 @@ _IN_CLOSE_WRITE = 0x00000008
 _IN_DELETE = 0x00000200
 _IN_MOVED_FROM = 0x00000040
 _IN_DELETE_SELF = 0x00000400
+_IN_IGNORED = 0x00008000  # the watch is gone: its folder removed, its file system unmounted
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
 _IN_DONT_FOLLOW = 0x02000000  # a symlink swapped in for the folder is not watched through
@@ -62,9 +65,13 @@ class FolderWatch:
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self._events: _Events | None = None
+        self.folder = folder
         self.refused: str | None = None
         """Why the kernel would not watch the folder, when it was asked to: the
         waits then only time out."""
+        self.lost: str | None = None
+        """Why the kernel's watch ended while the session waited: the waits then
+        only time out."""
         if kernel_events:
             try:
                 self._events = _kernel_watch(folder, *_NEW_LETTERS)
@@ -82,8 +89,10 @@ class FolderWatch:
         ready, _, _ = select.select(sources, [], [], max(timeout, 0.0))
         if self._wake_read in ready:
             _drain(self._wake_read)
-        if events is not None and events.fileno() in ready:
-            events.drain()
+        if events is not None and events.fileno() in ready and not events.drain():
+            events.close()
+            self._events = None
+            self.lost = "the folder is gone (removed, or its file system unmounted)"
 
     def wake(self) -> None:
         try:
@@ -130,7 +139,7 @@ def wait_gone(path: StrPath, timeout: float, interval: float = 0.01) -> bool:
                 continue
             ready, _, _ = select.select([events], [], [], remaining)
             if ready:
-                events.drain()
+                events.drain()  # a folder gone takes the letter with it: the next look says so
     finally:
         if events is not None:
             events.finish()
@@ -172,8 +181,14 @@ class _Inotify:
     def fileno(self) -> int:
         return self._fd
 
-    def drain(self) -> None:
-        _drain(self._fd)
+    def drain(self) -> bool:
+        standing = True
+        try:
+            while chunk := os.read(self._fd, 65536):
+                standing = standing and not _ignored(chunk)
+        except BlockingIOError:
+            pass
+        return standing
 
     def close(self) -> None:
         os.close(self._fd)
@@ -198,6 +213,18 @@ def _refused(limit: tuple[int, str]) -> OSError:
     number = ctypes.get_errno()
     why = os.strerror(number) if number else "refused by the kernel"
     return OSError(number, f"{why} ({limit[1]})" if number == limit[0] else why)
+
+
+def _ignored(events: bytes) -> bool:
+    """Whether inotify(7) events, as read, include IN_IGNORED: each is a wd, a mask,
+    a cookie and a name's length (4 bytes each, in the machine's order), then the name."""
+    at = 0
+    while at + 16 <= len(events):
+        mask = int.from_bytes(events[at + 4 : at + 8], sys.byteorder)
+        if mask & _IN_IGNORED:
+            return True
+        at += 16 + int.from_bytes(events[at + 12 : at + 16], sys.byteorder)
+    return False
 
 
 _spare_instances: list[int] = []
@@ -252,8 +279,9 @@ class _Kqueue:
     def fileno(self) -> int:
         return int(self._queue.fileno())
 
-    def drain(self) -> None:
+    def drain(self) -> bool:
         self._queue.control(None, 1, 0)  # one knote: at most one event waits
+        return True
 
     def close(self) -> None:
         self._queue.close()  # removes the event too
