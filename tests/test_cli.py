@@ -826,9 +826,9 @@ def test_the_contract_gate_judges_the_checkout_that_holds_the_working_directory(
     this one's pipost does not load, and the gate says so (docs/contract.md)."""
     monkeypatch.delenv("PIPOST_CONTRACT_TREE", raising=False)  # set only in such a rerun
     tree = tmp_path / "tree"
-    (tree / "src" / "pipost").mkdir(parents=True)
+    (tree / "src" / "pipost" / "contract").mkdir(parents=True)
     (tree / "pyproject.toml").write_text('[project]\nname = "pipost"\n', encoding="utf-8")
-    (tree / "src" / "pipost" / "contract_pins.json").write_text("{}", encoding="utf-8")
+    (tree / "src" / "pipost" / "contract" / "pins.json").write_text("{}", encoding="utf-8")
     (tree / "docs").mkdir()
     ran = run(["contract"], tmp_path / "post", cwd=str(tree / "docs"))
     assert ran == Ran(2, "", f"pi-post: could not load pipost from {tree / 'src'}\n")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipost import compatibility
-from pipost.compatibility import (
+from pipost.contract import compatibility
+from pipost.contract.compatibility import (
     ADDED,
     BREAKING,
     CHANGED,

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pipost import contract, doctor, files, listeners, mailbox, quarantine
+from pipost import doctor, files, listeners, mailbox, quarantine
 from pipost.address import address_of
-from pipost.compatibility import latest
+from pipost.contract import gathering
+from pipost.contract.compatibility import latest
 from pipost.doctor import (
     ATTENTION,
     OK,
@@ -707,7 +708,7 @@ def test_a_folder_that_cannot_be_opened_is_noted_as_unreadable(
 
     def child(self: files.Folder, name: str) -> files.Folder | None:
         # Only in this post office: the survey also runs the contract's exchange in one
-        # of its own (contract.py).
+        # of its own (contract/gathering.py).
         if name == "registry" and str(self.path) == str(root):
             raise PermissionError(errno.EACCES, "Permission denied", self.name(name))
         return opened(self, name)
@@ -737,7 +738,7 @@ def test_the_linux_fact_says_whether_this_system_is_linux(tmp_path: Path) -> Non
 
 def test_the_contract_fact_is_the_pinned_contract(tmp_path: Path) -> None:
     facts = survey(tmp_path)
-    newest = latest(contract.load_pins(), "message")
+    newest = latest(gathering.load_pins(), "message")
     assert newest is not None
     version, _, pinned = newest
     assert (facts.contract.version, facts.contract.fingerprint) == (version, pinned.fingerprint)

@@ -20,6 +20,7 @@ MODULES = sorted(
         for path in PACKAGE.glob("*.py")
         if path.stem not in ("__init__", "__main__")  # __main__ runs the command line
     ]
+    + [f"pipost.contract.{path.stem}" for path in PACKAGE.glob("contract/[!_]*.py")]
 )
 IO_MODULES = {"pipost.files", "fcntl"}
 
@@ -33,7 +34,9 @@ def pure_in_design() -> list[str]:
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         if len(cells) == 3 and cells[2] == "yes":
             names = cells[0].split(",")
-            pure += [f"pipost.{name.strip('` ').removesuffix('.py')}" for name in names]
+            pure += [
+                f"pipost.{name.strip('` ').removesuffix('.py').replace('/', '.')}" for name in names
+            ]
     return pure
 
 
@@ -69,7 +72,7 @@ def imports_at_load(module: str) -> set[str]:
     imports, without those only the type checker reads (``if TYPE_CHECKING:``)
     and those inside functions (taken when called, not at load)."""
     path = PACKAGE / "schemas" / "__init__.py" if module == "pipost.schemas" else None
-    path = path or PACKAGE / f"{module.removeprefix('pipost.')}.py"
+    path = path or PACKAGE / f"{module.removeprefix('pipost.').replace('.', '/')}.py"
     found: set[str] = set()
 
     def visit(statements: list[ast.stmt]) -> None:

@@ -748,7 +748,7 @@ def cmd_driver(args: Sequence[str], ctx: Context) -> int:
 def cmd_contract(args: Sequence[str], ctx: Context) -> int:
     if any(arg in ("--help", "-h") for arg in args):
         raise HelpRequested
-    from pipost import gate
+    from pipost.contract import gate
 
     return gate.main(args, ctx.stdout, ctx.stderr, cwd=ctx.working_dir())
 

@@ -21,8 +21,9 @@ import shlex
 import stat
 import sys
 
-from pipost import contract, files, format, listeners, mailbox, quarantine, registry, watch
+from pipost import files, format, listeners, mailbox, quarantine, registry, watch
 from pipost.address import is_address, resume_handle
+from pipost.contract import gathering
 from pipost.droplog import LIMIT as DROP_LOG_LIMIT
 from pipost.droplog import LOG_NAME, ROTATED_NAME
 from pipost.host import POLL_S
@@ -718,8 +719,8 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
     if top is not None:
         with top:
             seen.descend(top)
-    pins = contract.load_pins()
-    verdicts = contract.judge_all(pins, contract.gather_all(pins, contract.load_corpus()))
+    pins = gathering.load_pins()
+    verdicts = gathering.judge_all(pins, gathering.gather_all(pins, gathering.load_corpus()))
     (wire,) = [verdict for verdict in verdicts if verdict.part == "message"]
     return Facts(
         root=path,

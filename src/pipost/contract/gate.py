@@ -2,7 +2,7 @@
 
 It judges the source tree it is run from (``--tree``, else the checkout holding
 the working directory, else the installed package, read-only): every part of
-the contract (:mod:`pipost.contract`) against its pins, the pins against those
+the contract (:mod:`pipost.contract.gathering`) against its pins, the pins against those
 of a base revision in git (``--against``), and the schemas against the corpus.
 Exit status: 0 unchanged or compatible; 1 breaking without a bump, a version
 not pinned, a pin rewritten or a contract that contradicts itself; 2 the gate
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Final, TextIO
 
 import pipost
-from pipost import compatibility, contract
-from pipost.compatibility import (
+from pipost.contract import compatibility, gathering
+from pipost.contract.compatibility import (
     BREAKING,
     COMPATIBLE,
     EXIT_BREAKING,
@@ -43,7 +43,8 @@ from pipost.value import Value
 
 FORMATS: Final = ("text", "json", "github")
 _TREE_VARIABLE = "PIPOST_CONTRACT_TREE"  # set in a re-run on the tree's own code
-_PINS_IN_TREE = Path("src", "pipost", "contract_pins.json")
+_PINS_IN_TREE = Path("src", "pipost", "contract", "pins.json")
+_PINS_BEFORE_THE_PACKAGE = Path("src", "pipost", "contract_pins.json")  # a base may predate it
 
 
 class CannotRun(Exception):
@@ -112,9 +113,13 @@ def base_revision(tree: Path, asked: str) -> tuple[str, str]:
 
 def pins_at(tree: Path, revision: str) -> tuple[Pins | None, str | None]:
     """The pins at ``revision``, or None with a note when there are none to compare."""
-    try:
-        text = _git(tree, "show", f"{revision}:{_PINS_IN_TREE.as_posix()}")
-    except CannotRun:
+    for path in (_PINS_IN_TREE, _PINS_BEFORE_THE_PACKAGE):
+        try:
+            text = _git(tree, "show", f"{revision}:{path.as_posix()}")
+            break
+        except CannotRun:
+            continue
+    else:
         return None, f"{revision[:12]} has no contract pins"
     data = json.loads(text)
     if all(key.isdigit() for key in data):
@@ -176,21 +181,21 @@ class Report:
 def judge_tree(against: str | None, checkout: Path | None) -> Report:
     """The whole gate over the code this process runs."""
     report = Report(str(checkout or _running_package()), checkout is not None)
-    pins = contract.load_pins()
+    pins = gathering.load_pins()
     contents = _contents(pins, report)
     if contents is None:
         return report
-    report.verdicts = contract.judge_all(pins, contents)
+    report.verdicts = gathering.judge_all(pins, contents)
     for text in compatibility.edited(pins):
         report.problems.append(Problem("pins.edited", text, _where_pins()))
     try:
-        for text in contract.contradictions(contents):
+        for text in gathering.contradictions(contents):
             report.problems.append(Problem("contract.contradiction", text))
-    except contract.SchemaToolMissing as missing:
+    except gathering.SchemaToolMissing as missing:
         report.notes.append(f"not checked: {missing}")
-    for text in contract.old_mail(pins):
+    for text in gathering.old_mail(pins):
         report.problems.append(Problem("old-mail.unreadable", text))
-    for text in contract.published_schemas(pins):
+    for text in gathering.published_schemas(pins):
         report.problems.append(Problem("schema.published-changed", text))
     if against is not None:
         _compare_with_history(report, pins, against, checkout)
@@ -199,8 +204,8 @@ def judge_tree(against: str | None, checkout: Path | None) -> Report:
 
 def _contents(pins: Pins, report: Report) -> dict[str, compatibility.Content] | None:
     try:
-        return contract.gather_all(pins, contract.load_corpus())
-    except contract.CorpusError as error:
+        return gathering.gather_all(pins, gathering.load_corpus())
+    except gathering.CorpusError as error:
         report.problems.append(Problem("corpus.entry-rewritten", str(error), _where_corpus()))
         return None
 
@@ -250,17 +255,17 @@ def where(tree: Path, finding: Finding) -> tuple[str, int]:
     """The file and line a finding points at, in ``tree``."""
     kind = compatibility.kind_of(finding.facet)
     name = finding.facet.partition(":")[2]
-    stem = contract._SCHEMA_STEMS.get(finding.part)
+    stem = gathering._SCHEMA_STEMS.get(finding.part)
     if finding.change == compatibility.ADDED and kind in ("parse", "encode", "derive", "output"):
-        return _line(tree, "src/pipost/contract_corpus.json", f'"{name}"')
+        return _line(tree, "src/pipost/contract/corpus.json", f'"{name}"')
     if stem is not None and kind in ("field", "required", "closed", "schema", "def", "op"):
-        version = contract.versions()[finding.part]
+        version = gathering.versions()[finding.part]
         needle = {"required": '"required"', "closed": '"additionalProperties"', "schema": '"$id"'}
         path = f"src/pipost/schemas/{stem.format(version)}.schema.json"
         return _line(tree, path, needle.get(kind, f'"{name}"'))
     if (finding.part, kind) in _CODE_OF_KIND:
         return _line(tree, *_CODE_OF_KIND[finding.part, kind])
-    constant = contract.constant_of(finding.part, finding.facet)
+    constant = gathering.constant_of(finding.part, finding.facet)
     if constant is not None:
         return _line(tree, *constant)
     relative, pattern = _VERSION_LINES[finding.part]
@@ -287,7 +292,7 @@ def _where_pins() -> tuple[str, int]:
 
 
 def _where_corpus() -> tuple[str, int]:
-    return "src/pipost/contract_corpus.json", 1
+    return "src/pipost/contract/corpus.json", 1
 
 
 def fixes(verdict: Verdict) -> list[str]:
@@ -468,13 +473,13 @@ def _escape(text: str) -> str:
 def pin_tree(against: str | None, checkout: Path | None, out: TextIO) -> int:
     if checkout is None:
         raise CannotRun("--pin writes into a source checkout: run it in one (or give --tree)")
-    pins = contract.load_pins()
-    contents = contract.gather_all(pins, contract.load_corpus())
+    pins = gathering.load_pins()
+    contents = gathering.gather_all(pins, gathering.load_corpus())
     try:
-        problems = contract.contradictions(contents) + contract.old_mail(pins)
-    except contract.SchemaToolMissing as missing:
+        problems = gathering.contradictions(contents) + gathering.old_mail(pins)
+    except gathering.SchemaToolMissing as missing:
         raise CannotRun(f"nothing was pinned: {missing}") from None
-    problems += contract.published_schemas(pins)
+    problems += gathering.published_schemas(pins)
     if problems:
         out.write("pi-post: nothing was pinned: the contract contradicts itself:\n")
         out.writelines(f"  {p}\n" for p in problems)
@@ -489,7 +494,7 @@ def pin_tree(against: str | None, checkout: Path | None, out: TextIO) -> int:
         return EXIT_BREAKING
     done = []
     try:
-        for verdict in contract.judge_all(pins, contents):
+        for verdict in gathering.judge_all(pins, contents):
             if verdict.state == UNCHANGED:
                 continue
             pins, said = compatibility.pin(
@@ -500,7 +505,7 @@ def pin_tree(against: str | None, checkout: Path | None, out: TextIO) -> int:
         out.write(f"pi-post: nothing was pinned: {refused}\n")
         return EXIT_BREAKING
     if done:
-        contract.save_pins(pins)
+        gathering.save_pins(pins)
     out.writelines(f"{line}\n" for line in done or ["every part already matches its pin"])
     return EXIT_OK
 
@@ -528,7 +533,10 @@ _VERSION_LINES: Final[dict[str, tuple[str, str]]] = {
     "record": ("src/pipost/session.py", r"^VERSION = (\d+)$"),
     "documents": ("src/pipost/documents.py", r"^VERSION = (\d+)$"),
     "driver": ("src/pipost/driver.py", r"^PROTOCOL = (\d+)$"),
-    **{part: ("src/pipost/contract.py", rf'"{part}": (\d+)') for part in contract.DECLARED},
+    **{
+        part: ("src/pipost/contract/gathering.py", rf'"{part}": (\d+)')
+        for part in gathering.DECLARED
+    },
 }
 
 
@@ -538,7 +546,7 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
     if checkout is None:
         raise CannotRun("bump edits a source checkout: run it in one (or give --tree)")
     if part not in _VERSION_LINES:
-        raise CannotRun(f"no part {part!r}; the parts are {', '.join(contract.PARTS)}")
+        raise CannotRun(f"no part {part!r}; the parts are {', '.join(gathering.PARTS)}")
     relative, pattern = _VERSION_LINES[part]
     path = checkout / relative
     text = path.read_text(encoding="utf-8")
@@ -547,7 +555,7 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
         raise CannotRun(f"{relative} has no version line matching {pattern}")
     old = int(found.group(1))
     new = old + 1
-    if old not in contract.load_pins().get(part, {}):
+    if old not in gathering.load_pins().get(part, {}):
         raise CannotRun(
             f"{part} v{old} is not pinned yet: carry the change into it and pin it "
             f"(pi-post contract --pin) rather than starting v{new}"
@@ -563,7 +571,7 @@ def bump(part: str, checkout: Path | None, out: TextIO) -> int:
             + ("," if len(versions) == 0 else "")
             + text[readable.end(1) :]
         )
-    stem = contract._SCHEMA_STEMS.get(part)
+    stem = gathering._SCHEMA_STEMS.get(part)
     written = None
     if stem is not None:
         source = checkout / "src/pipost/schemas" / f"{stem.format(old)}.schema.json"
@@ -607,7 +615,7 @@ def _renumber_protocol(schema: Json, old: int, new: int) -> None:
 
 def diff(first: str, second: str, form: str, out: TextIO) -> int:
     """The changelog between two pins: ``message@1`` (latest revision) or ``message@1.2``."""
-    pins = contract.load_pins()
+    pins = gathering.load_pins()
     (part_a, content_a), (part_b, content_b) = _pinned(pins, first), _pinned(pins, second)
     if part_a != part_b:
         raise CannotRun(f"{first} and {second} are pins of different parts")

@@ -7,16 +7,16 @@ splits it, each part with its own version (:func:`versions`): the message
 names and modes, the interop rules (locks, caps, windows, timings), the command
 line's lines and exit statuses, the ``--json`` documents, the driver protocol.
 
-A part's content (see :mod:`pipost.compatibility`) is gathered, not declared:
+A part's content (see :mod:`pipost.contract.compatibility`) is gathered, not declared:
 the shipped schema of its version, the constants the code enforces, and the
-results of running a corpus (``contract_corpus.json``, plus every input a pin
+results of running a corpus (``corpus.json``, plus every input a pin
 already holds) through the public functions in this process —
 :func:`pipost.message.parse` and ``encode``, the record's codec,
 :func:`pipost.address.address_of`, the command line — and of one scripted
 exchange whose locks and renames are recorded. So a change of the parser, the
 encoder or the derivation moves the content, whatever the schema says.
 
-The gate that judges it is :mod:`pipost.gate` (``pi-post contract``).
+The gate that judges it is :mod:`pipost.contract.gate` (``pi-post contract``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from pipost import (
     session,
 )
 from pipost.address import ADDRESS_PATTERN, address_of
-from pipost.compatibility import (
+from pipost.contract.compatibility import (
     Content,
     Json,
     Pins,
@@ -69,8 +69,8 @@ PARTS: Final = ("message", "record", "address", "tree", "interop", "cli", "docum
 # documents and the driver protocol write theirs (see versions()).
 DECLARED: Final[dict[str, int]] = {"address": 1, "tree": 1, "interop": 1, "cli": 1}
 
-PINS_FILE: Final = Path(__file__).with_name("contract_pins.json")
-CORPUS_FILE: Final = Path(__file__).with_name("contract_corpus.json")
+PINS_FILE: Final = Path(__file__).with_name("pins.json")
+CORPUS_FILE: Final = Path(__file__).with_name("corpus.json")
 
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples"})
 _LONG = 160  # a result string longer than this is pinned by its digest

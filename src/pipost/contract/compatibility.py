@@ -1,7 +1,7 @@
 """Whether one contract can replace another: findings, their rules, pins and verdicts.
 
 Theory of operation. A part of the contract (message, record, address …, see
-:mod:`pipost.contract`) has a *content*: a flat mapping of facets, each a name
+:mod:`pipost.contract.gathering`) has a *content*: a flat mapping of facets, each a name
 like ``field:from``, ``limit:mailbox_cap`` or ``parse:session-letter`` and a
 JSON value. Comparing two contents of a part gives one :class:`Finding` per
 facet added, removed or changed, and :data:`RULES` classify each: *compatible*
@@ -14,8 +14,8 @@ same version; a breaking one only as a new version. A pin that was published
 (it is on the base revision) is never rewritten; one that was not may be
 replaced while its change is being made.
 
-Pure: contents come in as data; gathering them is :mod:`pipost.contract`'s,
-reading history and printing :mod:`pipost.gate`'s.
+Pure: contents come in as data; gathering them is :mod:`pipost.contract.gathering`'s,
+reading history and printing :mod:`pipost.contract.gate`'s.
 """
 
 from __future__ import annotations
