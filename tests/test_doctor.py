@@ -5,6 +5,8 @@ changes nothing in it (INV-16)."""
 from __future__ import annotations
 
 import errno
+import io
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipost import doctor, files, listeners, mailbox, quarantine
+from pipost import cli, doctor, files, listeners, mailbox, message, quarantine
 from pipost.address import address_of
 from pipost.contract import gathering
 from pipost.contract.compatibility import latest
@@ -524,11 +526,12 @@ def test_the_fix_for_three_listeners_ends_the_two_after_the_first() -> None:
     )
 
 
-def test_a_contract_that_differs_from_its_pin_is_reported() -> None:
+def test_a_contract_that_is_not_pinned_is_reported() -> None:
     facts = healthy(contract=ContractFacts(1, FINGERPRINT, False))
     assert needing_attention(facts) == [
-        f"attention contract-mismatch: the wire contract (message schema v1, fingerprint "
-        f"{FINGERPRINT}) differs from the pin of v1: this installation may not speak pi-post v1 "
+        "attention contract-mismatch: the wire contract this pipost speaks is not pinned; the "
+        f"newest pin it ships is message schema v1, fingerprint {FINGERPRINT}: this "
+        "installation may not speak pi-post v1 "
         "— fix: pi-post contract shows what changed; reinstall pipost"
     ]
 
@@ -743,6 +746,55 @@ def test_the_contract_fact_is_the_pinned_contract(tmp_path: Path) -> None:
     version, _, pinned = newest
     assert (facts.contract.version, facts.contract.fingerprint) == (version, pinned.fingerprint)
     assert facts.contract.matches_pin
+
+
+def pins_file(tmp_path: Path, message_pins: object) -> str:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps({"record": {}, "message": message_pins}), encoding="utf-8")
+    return str(path)
+
+
+def test_the_contract_fact_is_the_newest_revision_of_the_version_spoken(tmp_path: Path) -> None:
+    spoken, newer = str(message.VERSION), str(message.VERSION + 1)
+    revisions = [{"fingerprint": "sha256:1", "content": {}}, {"fingerprint": "sha256:2"}]
+    read = doctor.wire_contract(pins_file(tmp_path, {spoken: revisions, newer: revisions[:1]}))
+    assert read == ContractFacts(message.VERSION, "sha256:2", True)
+
+
+def test_a_version_spoken_but_not_pinned_gives_the_newest_pin_below_it(tmp_path: Path) -> None:
+    """A tree whose message version was bumped and not yet pinned (docs/contract.md)."""
+    older = {str(message.VERSION - 1): [{"fingerprint": "sha256:1"}]}
+    read = doctor.wire_contract(pins_file(tmp_path, older))
+    assert read == ContractFacts(message.VERSION - 1, "sha256:1", False)
+    assert doctor.diagnose(healthy(contract=read))[-1].code == "contract-mismatch"
+
+
+@pytest.mark.parametrize(
+    "message_pins", [{}, {"x": []}, {"1": []}, {"1": [{"fingerprint": 7}]}, [], "not pins"]
+)
+def test_pins_that_hold_no_pin_of_the_message_are_a_clear_error(
+    tmp_path: Path, message_pins: object
+) -> None:
+    path = pins_file(tmp_path, message_pins)
+    with pytest.raises(OSError, match="no pin of the wire contract here") as raised:
+        doctor.wire_contract(path)
+    assert raised.value.filename == path
+    (tmp_path / "pins.json").write_text("{", encoding="utf-8")
+    with pytest.raises(OSError, match="no pin of the wire contract here"):
+        doctor.wire_contract(path)
+
+
+def test_the_doctor_reports_a_missing_pins_file_as_an_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(doctor, "PINS_FILE", str(tmp_path / "gone.json"))
+    out, err = io.StringIO(), io.StringIO()
+    ctx = cli.Context(stdout=out, stderr=err, environ={"PI_POST_DIR": str(tmp_path / "post")})
+    assert cli.run(["doctor"], ctx) == 1
+    assert (out.getvalue(), err.getvalue()) == (
+        "",
+        f"pi-post: {tmp_path / 'gone.json'}: No such file or directory\n",
+    )
 
 
 def test_the_survey_counts_the_listeners_that_run_and_changes_nothing(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """``pi-post doctor``: a health check of the post office that changes nothing.
 
 Two halves, as everywhere in pipost. :func:`survey` is the thin I/O part: it
-looks at the tree, the process table, the kernel and the contract, and gathers
+looks at the tree, the process table, the kernel and the pins of the wire
+contract shipped with pipost (it runs none of the contract gate), and gathers
 what it saw into a :class:`Facts` snapshot, reading only (INV-16). :func:`diagnose`
 is pure: it turns a snapshot into findings. A finding is data — a stable code, a
 severity (``ok`` or ``attention``), the text and the fix — from which both the
@@ -16,14 +17,15 @@ survey.
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import shlex
 import stat
 import sys
 
-from pipost import files, format, listeners, mailbox, quarantine, registry, watch
+from pipost import files, format, listeners, mailbox, message, quarantine, registry, watch
 from pipost.address import is_address, resume_handle
-from pipost.contract import gathering
 from pipost.droplog import LIMIT as DROP_LOG_LIMIT
 from pipost.droplog import LOG_NAME, ROTATED_NAME
 from pipost.host import POLL_S
@@ -185,6 +187,9 @@ class Temporary(Value):
 
 
 class ContractFacts(Value):
+    """The newest pin of the message schema pipost ships, at or below the version it
+    speaks (``matches_pin``: that version itself)."""
+
     __slots__ = ("version", "fingerprint", "matches_pin")
     version: Final[int]
     fingerprint: Final[str]
@@ -639,8 +644,8 @@ def check_contract(facts: Facts) -> list[Finding]:
         Finding(
             "contract-mismatch",
             ATTENTION,
-            f"the wire contract ({said}) differs from the pin of v{wire.version}: this "
-            f"installation may not speak pi-post v{wire.version}",
+            f"the wire contract this pipost speaks is not pinned; the newest pin it ships "
+            f"is {said}: this installation may not speak pi-post v{wire.version}",
             "pi-post contract shows what changed; reinstall pipost",
         )
     ]
@@ -719,9 +724,6 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
     if top is not None:
         with top:
             seen.descend(top)
-    pins = gathering.load_pins()
-    verdicts = gathering.judge_all(pins, gathering.gather_all(pins, gathering.load_corpus()))
-    (wire,) = [verdict for verdict in verdicts if verdict.part == "message"]
     return Facts(
         root=path,
         uid=seen.uid,
@@ -730,9 +732,7 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
         folders=tuple(seen.folders),
         kernel_watch=_kernel_watch(path if top is not None else _nearest_folder(path)),
         start_times=bool(processes.start_token(os.getpid())),
-        contract=ContractFacts(
-            wire.version, wire.fingerprint, not any(v.exit_status for v in verdicts)
-        ),
+        contract=wire_contract(PINS_FILE),
         sessions=tuple(seen.sessions),
         queued=seen.queued,
         temporaries=tuple(seen.temporaries),
@@ -740,6 +740,28 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
         drop_log=seen.drop_log,
         listening=seen.listening,
     )
+
+
+PINS_FILE: Final = os.path.join(os.path.dirname(__file__), "contract", "pins.json")
+
+
+def wire_contract(pins_file: str) -> ContractFacts:
+    """The wire contract as the pins shipped with pipost record it. The contract gate
+    (``pi-post contract``, docs/contract.md) holds the code to those pins before a
+    release; the doctor reads them and runs none of it."""
+    with open(pins_file, "rb") as file:
+        text = file.read()
+    try:
+        revisions = json.loads(text)["message"]
+        pinned = max(int(version) for version in revisions if int(version) <= message.VERSION)
+        fingerprint = revisions[str(pinned)][-1]["fingerprint"]
+        if not isinstance(fingerprint, str):
+            raise TypeError(fingerprint)
+    except (ValueError, LookupError, TypeError):
+        raise OSError(
+            errno.EINVAL, "no pin of the wire contract here: reinstall pipost", pins_file
+        ) from None
+    return ContractFacts(pinned, fingerprint, pinned == message.VERSION)
 
 
 class _Survey:
