@@ -23,8 +23,8 @@ from pipost.contract.compatibility import (
     UNCHANGED,
     Content,
     Json,
+    PartVerdict,
     Revision,
-    Verdict,
 )
 from pipost_conformance import INTEROP
 from tests.helpers import python_under_c_locale
@@ -32,14 +32,14 @@ from tests.helpers import python_under_c_locale
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 
-def judged() -> dict[str, Verdict]:
+def judged() -> dict[str, PartVerdict]:
     """Each part now, against the pins of the tree."""
     pins = gathering.load_pins()
     contents = gathering.gather_all(pins, gathering.load_corpus())
     return {verdict.part: verdict for verdict in gathering.judge_all(pins, contents)}
 
 
-def rules_of(verdict: Verdict) -> set[tuple[str, str]]:
+def rules_of(verdict: PartVerdict) -> set[tuple[str, str]]:
     return {(finding.rule, finding.facet) for finding in verdict.findings}
 
 

@@ -22,8 +22,8 @@ from pipost.doctor import (
     ATTENTION,
     OK,
     ContractFacts,
-    Facts,
     FolderFacts,
+    PostOfficeFacts,
     SessionFacts,
     Temporary,
 )
@@ -57,10 +57,10 @@ def folder(role: str, where: str = "", **changes: object) -> FolderFacts:
     return FolderFacts(role, path, "folder", UID, 0o700, None, address).replace(**changes)
 
 
-def healthy(**changes: object) -> Facts:
+def healthy(**changes: object) -> PostOfficeFacts:
     """A post office in good health: alice live with 3 letters queued, bob offline,
     a deposit in flight, a small drop log."""
-    facts = Facts(
+    facts = PostOfficeFacts(
         root=ROOT,
         uid=UID,
         now=NOW,
@@ -88,15 +88,15 @@ def healthy(**changes: object) -> Facts:
     return facts.replace(**changes)
 
 
-def lines(facts: Facts) -> list[str]:
+def lines(facts: PostOfficeFacts) -> list[str]:
     return doctor.report(doctor.diagnose(facts))
 
 
-def codes(facts: Facts) -> list[str]:
+def codes(facts: PostOfficeFacts) -> list[str]:
     return [finding.code for finding in doctor.diagnose(facts)]
 
 
-def needing_attention(facts: Facts) -> list[str]:
+def needing_attention(facts: PostOfficeFacts) -> list[str]:
     return [line for line in lines(facts) if line.startswith(ATTENTION)]
 
 
@@ -139,7 +139,7 @@ def test_a_post_office_not_made_yet_is_healthy_and_only_the_machine_is_checked()
 
 
 def test_a_snapshot_given_no_counts_has_none_of_them() -> None:
-    facts = Facts(
+    facts = PostOfficeFacts(
         ROOT, UID, NOW, True, healthy().folders, True, True, ContractFacts(1, FINGERPRINT, True)
     )
     assert (facts.queued, facts.quarantined, facts.listening) == ({}, {}, {})
@@ -166,7 +166,7 @@ def test_no_registry_and_no_inbox_yet_is_healthy() -> None:
     assert doctor.healthy(doctor.diagnose(facts))
 
 
-def subjects(facts: Facts) -> dict[str, str | None]:
+def subjects(facts: PostOfficeFacts) -> dict[str, str | None]:
     return {finding.code: finding.subject for finding in doctor.diagnose(facts)}
 
 
@@ -279,7 +279,7 @@ def test_paths_in_fixes_are_quoted_for_the_shell() -> None:
     assert needing_attention(facts)[0].endswith("fix: chmod 700 '/tmp/my post'")
 
 
-def with_broken(role: str, fault: str) -> tuple[FolderFacts, Facts]:
+def with_broken(role: str, fault: str) -> tuple[FolderFacts, PostOfficeFacts]:
     """A healthy snapshot but for one folder of ``role`` with ``fault``."""
     where = f"inbox/{BOB.address}" if role == "mailbox" else ""
     broken = folder(role, where, **FAULTY[fault])
@@ -593,7 +593,7 @@ def test_severities_are_ok_or_attention_and_only_attention_has_no_empty_fix() ->
 # -- the survey: facts from a real tree, which it leaves byte-identical (INV-16) ----------
 
 
-def survey(root: Path, processes: FakeProcessTable | None = None) -> Facts:
+def survey(root: Path, processes: FakeProcessTable | None = None) -> PostOfficeFacts:
     table = processes or FakeProcessTable({os.getpid(): "self"})
     return doctor.survey(root, NOW, table)
 

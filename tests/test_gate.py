@@ -941,7 +941,7 @@ def line_number(path: str, needle: str) -> int:
 def test_a_finding_points_at_the_line_to_change(
     part: str, facet: str, change: str, file: str, needle: str
 ) -> None:
-    finding = compatibility.Finding(part, "some.rule", facet, change, None, None, True)
+    finding = compatibility.FacetChange(part, "some.rule", facet, change, None, None, True)
     assert gate.where(CHECKOUT, finding) == (file, line_number(file, needle))
 
 
@@ -949,12 +949,14 @@ def test_a_finding_whose_name_holds_a_colon_points_at_the_whole_name(tmp_path: P
     # Only the first colon ends the kind: a corpus case may be named "a:b".
     (tmp_path / CORPUS).parent.mkdir(parents=True)
     (tmp_path / CORPUS).write_text('{\n  "b": 1,\n  "a:b": 2\n}\n', encoding="utf-8")
-    finding = compatibility.Finding("message", "some.rule", "parse:a:b", "added", None, 2, False)
+    finding = compatibility.FacetChange(
+        "message", "some.rule", "parse:a:b", "added", None, 2, False
+    )
     assert gate.where(tmp_path, finding) == (CORPUS, 3)
 
 
 def test_a_finding_in_a_file_the_tree_lacks_points_at_its_first_line(tmp_path: Path) -> None:
-    finding = compatibility.Finding("tree", "some.rule", "name:record", "changed", 1, 2, True)
+    finding = compatibility.FacetChange("tree", "some.rule", "name:record", "changed", 1, 2, True)
     assert gate.where(tmp_path, finding) == ("src/pipost/contract/gathering.py", 1)
 
 
@@ -965,8 +967,8 @@ def test_a_value_is_shown_as_json_with_sorted_keys_cut_at_240_characters() -> No
 
 
 def test_a_change_shows_what_was_and_what_is_now() -> None:
-    def finding(before: compatibility.Json, after: compatibility.Json) -> compatibility.Finding:
-        return compatibility.Finding(
+    def finding(before: compatibility.Json, after: compatibility.Json) -> compatibility.FacetChange:
+        return compatibility.FacetChange(
             "interop", "limit.changed", "limit:x", "c", before, after, True
         )
 
@@ -999,7 +1001,7 @@ def test_the_json_report_names_the_tree_its_base_each_part_and_a_problem_with_no
     report = gate.Report("/some/tree", checkout=True)
     report.against = "0123456789abcdef0123456789abcdef01234567"
     report.verdicts = [
-        compatibility.Verdict("record", RECORD, 2, compatibility.UNCHANGED, "sha256:feed", ())
+        compatibility.PartVerdict("record", RECORD, 2, compatibility.UNCHANGED, "sha256:feed", ())
     ]
     report.problems = [gate.Problem("contract.contradiction", "the schema refuses case x")]
     assert gate.report_data(report, CHECKOUT) == {
@@ -1035,12 +1037,14 @@ def test_the_json_report_names_the_tree_its_base_each_part_and_a_problem_with_no
 
 
 def test_github_annotations_warn_of_a_compatible_finding_and_place_a_problem_that_has_one() -> None:
-    added = compatibility.Finding(
+    added = compatibility.FacetChange(
         "record", "record.field-added", "field:host", "added", None, {"type": "string"}, False
     )
     report = gate.Report("/some/tree", checkout=True)
     state = compatibility.COMPATIBLE
-    report.verdicts = [compatibility.Verdict("record", RECORD, 2, state, "sha256:feed", (added,))]
+    report.verdicts = [
+        compatibility.PartVerdict("record", RECORD, 2, state, "sha256:feed", (added,))
+    ]
     report.problems = [
         gate.Problem("pins.edited", "edited by hand", ("src/pipost/contract/pins.json", 7)),
         gate.Problem("contract.contradiction", "the schema refuses case x"),
@@ -1065,18 +1069,18 @@ def test_annotation_text_escapes_percent_and_line_breaks_as_github_documents() -
 def test_the_text_report_gives_a_line_per_part_in_each_state_then_what_resolves_it() -> None:
     """pipost's own text, on a report built by hand: every state a part can be in,
     a revision shown only when there is one, the fingerprint cut to 19 characters."""
-    added = compatibility.Finding(
+    added = compatibility.FacetChange(
         "record", "record.field-added", "field:host", "added", None, {"type": "string"}, False
     )
     fingerprint = "sha256:0123456789abcdef0123456789"
     report = gate.Report("/some/tree", checkout=False)
     c = compatibility
     report.verdicts = [
-        c.Verdict("address", 1, 2, c.UNCHANGED, fingerprint, ()),
-        c.Verdict("record", RECORD, None, c.COMPATIBLE, fingerprint, (added,)),
-        c.Verdict("message", MESSAGE, 3, c.BREAKING, fingerprint, ()),
-        c.Verdict("driver", 2, None, c.UNPINNED, fingerprint, ()),
-        c.Verdict("interop", 1, None, c.STRAY, fingerprint, ()),
+        c.PartVerdict("address", 1, 2, c.UNCHANGED, fingerprint, ()),
+        c.PartVerdict("record", RECORD, None, c.COMPATIBLE, fingerprint, (added,)),
+        c.PartVerdict("message", MESSAGE, 3, c.BREAKING, fingerprint, ()),
+        c.PartVerdict("driver", 2, None, c.UNPINNED, fingerprint, ()),
+        c.PartVerdict("interop", 1, None, c.STRAY, fingerprint, ()),
     ]
     out = io.StringIO()
     gate.print_text(report, CHECKOUT, out)

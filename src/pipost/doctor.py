@@ -3,12 +3,12 @@
 Two halves, as everywhere in pipost. :func:`survey` is the thin I/O part: it
 looks at the tree, the process table, the kernel and the pins of the wire
 contract shipped with pipost (it runs none of the contract gate), and gathers
-what it saw into a :class:`Facts` snapshot, reading only (INV-16). :func:`diagnose`
-is pure: it turns a snapshot into findings. A finding is data — a stable code, a
+what it saw into a :class:`PostOfficeFacts` snapshot, reading only (INV-16).
+:func:`diagnose` is pure: it turns a snapshot into findings. A finding is data — a stable code, a
 severity (``ok`` or ``attention``), the text and the fix — from which both the
 text output (:func:`report`) and the ``--json`` document are made.
 
-A check is one function from Facts to findings, listed in CHECKS; the codes it
+A check is one function from the facts to findings, listed in CHECKS; the codes it
 can give are in CODES (docs/json.md and schemas/cli.v1.schema.json list them
 too). Adding a check is one entry in each, and the fact it needs gathered in
 survey.
@@ -201,7 +201,7 @@ class ContractFacts(Value):
         self.matches_pin = matches_pin
 
 
-class Facts(Value):
+class PostOfficeFacts(Value):
     """Everything the checks decide from, gathered at one moment."""
 
     __slots__ = (
@@ -332,7 +332,7 @@ def _folder_problem(folder: FolderFacts, fault: str, uid: int) -> Finding:
 
 
 def _folder_check(
-    facts: Facts, role: str, ok: Callable[[FolderFacts], str], missing: str
+    facts: PostOfficeFacts, role: str, ok: Callable[[FolderFacts], str], missing: str
 ) -> list[Finding]:
     """The finding about one of the root, registry/ and inbox/, if it was looked at."""
     folder = facts.folder(role)
@@ -346,7 +346,7 @@ def _folder_check(
     return [_folder_problem(folder, fault, facts.uid)]
 
 
-def _problems_of(facts: Facts, role: str) -> list[Finding]:
+def _problems_of(facts: PostOfficeFacts, role: str) -> list[Finding]:
     """Findings about the folders of ``role`` pipost cannot use (a missing one is fine)."""
     found = []
     for folder in facts.folders:
@@ -356,7 +356,7 @@ def _problems_of(facts: Facts, role: str) -> list[Finding]:
     return found
 
 
-def check_root(facts: Facts) -> list[Finding]:
+def check_root(facts: PostOfficeFacts) -> list[Finding]:
     return _folder_check(
         facts,
         "root",
@@ -366,7 +366,7 @@ def check_root(facts: Facts) -> list[Finding]:
     )
 
 
-def check_registry(facts: Facts) -> list[Finding]:
+def check_registry(facts: PostOfficeFacts) -> list[Finding]:
     return _folder_check(
         facts,
         "registry",
@@ -375,7 +375,7 @@ def check_registry(facts: Facts) -> list[Finding]:
     )
 
 
-def check_inbox(facts: Facts) -> list[Finding]:
+def check_inbox(facts: PostOfficeFacts) -> list[Finding]:
     return _folder_check(
         facts,
         "inbox",
@@ -384,7 +384,7 @@ def check_inbox(facts: Facts) -> list[Finding]:
     )
 
 
-def check_kernel_watch(facts: Facts) -> list[Finding]:
+def check_kernel_watch(facts: PostOfficeFacts) -> list[Finding]:
     if facts.kernel_watch:
         return [
             Finding(
@@ -414,7 +414,7 @@ def check_kernel_watch(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_start_times(facts: Facts) -> list[Finding]:
+def check_start_times(facts: PostOfficeFacts) -> list[Finding]:
     if facts.start_times:
         return [
             Finding(
@@ -443,7 +443,7 @@ def check_start_times(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_temporaries(facts: Facts) -> list[Finding]:
+def check_temporaries(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     stale = [t for t in facts.temporaries if temporary_is_sweepable(t.name, t.age_ms)]
@@ -468,7 +468,7 @@ def check_temporaries(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_quarantine(facts: Facts) -> list[Finding]:
+def check_quarantine(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     problems = _problems_of(facts, "quarantine")
@@ -496,7 +496,7 @@ def check_quarantine(facts: Facts) -> list[Finding]:
     return found
 
 
-def check_drop_log(facts: Facts) -> list[Finding]:
+def check_drop_log(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     problems = _problems_of(facts, "log")
@@ -529,7 +529,7 @@ def check_drop_log(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_records(facts: Facts) -> list[Finding]:
+def check_records(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("registry"):
         return []
     found = []
@@ -575,7 +575,7 @@ def check_records(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_mailboxes(facts: Facts) -> list[Finding]:
+def check_mailboxes(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("inbox"):
         return []
     found = _problems_of(facts, "mailbox")
@@ -605,7 +605,7 @@ def check_mailboxes(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_listeners(facts: Facts) -> list[Finding]:
+def check_listeners(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     found = _problems_of(facts, "listeners")
@@ -635,7 +635,7 @@ def check_listeners(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_contract(facts: Facts) -> list[Finding]:
+def check_contract(facts: PostOfficeFacts) -> list[Finding]:
     wire = facts.contract
     said = f"message schema v{wire.version}, fingerprint {wire.fingerprint}"
     if wire.matches_pin:
@@ -651,7 +651,7 @@ def check_contract(facts: Facts) -> list[Finding]:
     ]
 
 
-CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
+CHECKS: tuple[Callable[[PostOfficeFacts], list[Finding]], ...] = (
     check_root,
     check_registry,
     check_inbox,
@@ -667,7 +667,7 @@ CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
 )
 
 
-def diagnose(facts: Facts) -> list[Finding]:
+def diagnose(facts: PostOfficeFacts) -> list[Finding]:
     return [finding for check in CHECKS for finding in check(facts)]
 
 
@@ -692,7 +692,7 @@ def report(findings: Sequence[Finding]) -> list[str]:
     return lines
 
 
-def _names(facts: Facts) -> dict[str, str]:
+def _names(facts: PostOfficeFacts) -> dict[str, str]:
     return {session.record.address: session.record.name for session in facts.sessions}
 
 
@@ -715,7 +715,7 @@ def _size(size: int) -> str:
 # -- gathering the facts (I/O that only reads) --------------------------------------
 
 
-def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
+def survey(root: StrPath, now: int, processes: ProcessTable) -> PostOfficeFacts:
     """Look at the post office under ``root``, the machine and the contract, changing
     nothing (INV-16). A folder pipost would refuse is noted, never entered."""
     path = files.root_path(root)
@@ -724,7 +724,7 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
     if top is not None:
         with top:
             seen.descend(top)
-    return Facts(
+    return PostOfficeFacts(
         root=path,
         uid=seen.uid,
         now=now,

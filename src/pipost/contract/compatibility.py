@@ -3,7 +3,7 @@
 Theory of operation. A part of the contract (message, record, address …, see
 :mod:`pipost.contract.gathering`) has a *content*: a flat mapping of facets, each a name
 like ``field:from``, ``limit:mailbox_cap`` or ``parse:session-letter`` and a
-JSON value. Comparing two contents of a part gives one :class:`Finding` per
+JSON value. Comparing two contents of a part gives one :class:`FacetChange` per
 facet added, removed or changed, and :data:`RULES` classify each: *compatible*
 when every reader of the old contract still accepts what the new one writes
 and every letter the old one wrote still reads the same, *breaking* otherwise.
@@ -56,7 +56,7 @@ Pins: TypeAlias = dict[str, dict[int, list[Revision]]]
 """Part → version → its revisions, oldest first."""
 
 
-class Finding(Value):
+class FacetChange(Value):
     """One facet of one part that differs: ``rule`` names what kind of change it is."""
 
     __slots__ = ("part", "rule", "facet", "change", "before", "after", "breaking")
@@ -268,7 +268,7 @@ def classify(part: str, facet: str, change: str, before: Json, after: Json) -> R
     raise AssertionError(f"no rule for {change} {facet} of {part}")  # the last rows cover all
 
 
-def compare(part: str, before: Content, after: Content) -> list[Finding]:
+def compare(part: str, before: Content, after: Content) -> list[FacetChange]:
     """Every facet of ``part`` that differs between two of its contents, in facet order."""
     found = []
     for facet in sorted(set(before) | set(after)):
@@ -281,7 +281,7 @@ def compare(part: str, before: Content, after: Content) -> list[Finding]:
         else:
             change, old, new = CHANGED, before[facet], after[facet]
         rule = classify(part, facet, change, old, new)
-        found.append(Finding(part, rule.id, facet, change, old, new, rule.breaking))
+        found.append(FacetChange(part, rule.id, facet, change, old, new, rule.breaking))
     return found
 
 
@@ -297,7 +297,7 @@ EXIT_OK, EXIT_BREAKING, EXIT_CANNOT_RUN = 0, 1, 2
 _EXIT: Final = {UNCHANGED: 0, COMPATIBLE: 0, BREAKING: 1, UNPINNED: 1, STRAY: 1}
 
 
-class Verdict(Value):
+class PartVerdict(Value):
     """One part judged against its pins: ``findings`` against the latest pin of its
     version (or, for a version not pinned yet, of the version before)."""
 
@@ -307,7 +307,7 @@ class Verdict(Value):
     revision: Final[int | None]
     state: Final[str]
     fingerprint: Final[str]
-    findings: Final[tuple[Finding, ...]]
+    findings: Final[tuple[FacetChange, ...]]
 
     def __init__(
         self,
@@ -316,7 +316,7 @@ class Verdict(Value):
         revision: int | None,
         state: str,
         fingerprint: str,
-        findings: tuple[Finding, ...],
+        findings: tuple[FacetChange, ...],
     ) -> None:
         self.part = part
         self.version = version
@@ -341,7 +341,7 @@ def latest(pins: Pins, part: str, below: int | None = None) -> tuple[int, int, R
     return version, len(revisions), revisions[-1]
 
 
-def judge(part: str, version: int, content: Content, pins: Pins) -> Verdict:
+def judge(part: str, version: int, content: Content, pins: Pins) -> PartVerdict:
     print_ = fingerprint(content)
     pinned = pins.get(part, {})
     if version in pinned:
@@ -353,12 +353,12 @@ def judge(part: str, version: int, content: Content, pins: Pins) -> Verdict:
             state = BREAKING
         else:
             state = COMPATIBLE
-        return Verdict(part, version, len(revisions), state, print_, findings)
+        return PartVerdict(part, version, len(revisions), state, print_, findings)
     before = latest(pins, part, below=version)
     findings = () if before is None else tuple(compare(part, before[2].content, content))
     newest = latest(pins, part)
     state = STRAY if newest is not None and newest[0] > version else UNPINNED
-    return Verdict(part, version, None, state, print_, findings)
+    return PartVerdict(part, version, None, state, print_, findings)
 
 
 # -- pinning ----------------------------------------------------------------------------

@@ -32,11 +32,11 @@ from pipost.contract.compatibility import (
     EXIT_OK,
     UNCHANGED,
     UNPINNED,
-    Finding,
+    FacetChange,
     Json,
+    PartVerdict,
     PinRefused,
     Pins,
-    Verdict,
 )
 from pipost.format import visible
 from pipost.value import Value
@@ -153,7 +153,7 @@ class Report:
         self.checkout = checkout
         self.against: str | None = None
         self.notes: list[str] = []
-        self.verdicts: list[Verdict] = []
+        self.verdicts: list[PartVerdict] = []
         self.problems: list[Problem] = []
         self.cannot_run: str | None = None
 
@@ -251,7 +251,7 @@ _CODE_OF_KIND: Final = {
 }
 
 
-def where(tree: Path, finding: Finding) -> tuple[str, int]:
+def where(tree: Path, finding: FacetChange) -> tuple[str, int]:
     """The file and line a finding points at, in ``tree``."""
     kind = compatibility.kind_of(finding.facet)
     name = finding.facet.partition(":")[2]
@@ -295,7 +295,7 @@ def _where_corpus() -> tuple[str, int]:
     return "src/pipost/contract/corpus.json", 1
 
 
-def fixes(verdict: Verdict) -> list[str]:
+def fixes(verdict: PartVerdict) -> list[str]:
     """The commands that resolve a part's verdict."""
     if verdict.state == COMPATIBLE:
         return [
@@ -324,7 +324,7 @@ def _short(value: Json, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _shown(finding: Finding) -> list[tuple[str, str]]:
+def _shown(finding: FacetChange) -> list[tuple[str, str]]:
     """What changed, as lines: a corpus case shows its input once and its results."""
     values = [v for v in (finding.before, finding.after) if v is not None]
     if not all(isinstance(v, dict) and "input" in v for v in values):
@@ -340,7 +340,7 @@ def _shown(finding: Finding) -> list[tuple[str, str]]:
     return rows
 
 
-def _state_line(verdict: Verdict) -> str:
+def _state_line(verdict: PartVerdict) -> str:
     revision = f" r{verdict.revision}" if verdict.revision else ""
     count = len(verdict.findings)
     said = {

@@ -53,8 +53,8 @@ from pipost.address import ADDRESS_PATTERN, address_of
 from pipost.contract.compatibility import (
     Content,
     Json,
+    PartVerdict,
     Pins,
-    Verdict,
     from_data,
     judge,
     kind_of,
@@ -160,7 +160,7 @@ def save_pins(pins: Pins, path: Path = PINS_FILE) -> None:
     os.replace(temporary, path)
 
 
-def judge_all(pins: Pins, contents: Mapping[str, Content]) -> list[Verdict]:
+def judge_all(pins: Pins, contents: Mapping[str, Content]) -> list[PartVerdict]:
     """Each part now, against its pins."""
     now = versions()
     return [judge(part, now[part], contents[part], pins) for part in PARTS]
