@@ -175,11 +175,9 @@ def mutants(session: nox.Session) -> None:
 @nox.session
 def mutation(session: nox.Session) -> None:
     """mutmut over src/pipost (tools/mutation.py, configured in pyproject.toml's
-    [tool.mutmut]), two workers, incremental through mutants/ and tools/verdicts/; the
-    tests run against a mutant include the features and the exchanges between real
-    processes; prints the score per module and in all, and the survivors without an
-    account. Extra args name modules (nox -s mutation -- address policy) or stop it
-    (--minutes N; docs/mutation.md)."""
+    [tool.mutmut]), two workers; prints the score per module. A report, not a gate: it
+    exits 0 whatever the score. Extra args name modules (nox -s mutation -- address
+    policy) or stop it (--minutes N; docs/mutation.md)."""
     session.install("-c", CONSTRAINTS, "-e", ".[dev]", *MUTATION_TOOLS)
     session.run("python", "tools/mutation.py", *session.posargs)
 

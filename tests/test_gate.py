@@ -864,7 +864,7 @@ def test_the_rerun_puts_the_tree_first_and_keeps_the_callers_python_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the child the gate reruns in is given: the tree's src/ before the
-    PYTHONPATH it was called with (under nox -s mutation that holds the recorder)."""
+    PYTHONPATH it was called with (under nox -s mutation, the mutated code's)."""
     ran: list[dict[str, str]] = []
 
     def run(args: list[str], **given: object) -> subprocess.CompletedProcess[str]:
