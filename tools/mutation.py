@@ -23,6 +23,8 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 PACKAGE = REPOSITORY / "src" / "pipost"
 MUTANTS = REPOSITORY / "mutants"
+SITE = REPOSITORY / "tools" / "mutmut_site"
+"""What every process under mutmut loads first (its sitecustomize.py)."""
 WORKERS = 2
 """The machine is shared: at most two mutants run at once."""
 
@@ -87,11 +89,12 @@ def recorded_statuses() -> dict[str, str]:
 
 def environment() -> dict[str, str]:
     """The processes the tests start run the mutant too: mutated code first on their
-    path (they inherit MUTANT_UNDER_TEST); the gate's reproducible examples. Bytecode
-    is written: a mutated module holds every mutant of its functions, and compiling it
-    again in each child would cost a second a process."""
+    path (they inherit MUTANT_UNDER_TEST), then mutmut_site/; the gate's reproducible
+    examples. Bytecode is written: a mutated module holds every mutant of its
+    functions, and compiling it again in each child would cost a second a process."""
+    path = os.pathsep.join([str(MUTANTS / "src"), str(SITE)])
     kept = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return kept | {"PYTHONPATH": str(MUTANTS / "src"), "HYPOTHESIS_PROFILE": "gate"}
+    return kept | {"PYTHONPATH": path, "HYPOTHESIS_PROFILE": "gate"}
 
 
 def run_mutmut(modules: list[str], deadline: float | None) -> int | None:
