@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def module_of(mutant: str) -> str:
     return mutant.rpartition(".")[0].removeprefix("pipost.")
 
 
-def table(statuses: Mapping[str, str], modules: Iterable[str]) -> list[str]:
+def table(statuses: Mapping[str, str], modules: Sequence[str]) -> list[str]:
     """The score per module and in all: killed of the mutants judged."""
     columns = ("mutants", "waiting", "killed", "lived", "score")
     width = max([14, *(len(m) + 2 for m in modules)])
