@@ -366,8 +366,8 @@ FAULTS: tuple[Fault, ...] = (
         "a letter is opened through a symlink",
         _one(
             "files.py",
-            "_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
-            "_FILE = os.O_RDONLY | os.O_NONBLOCK\n",
+            "_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY\n",
+            "_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY\n",
         ),
         (
             tests(MAILBOX_TESTS, "test_a_symlinked_letter_is_refused_not_followed"),

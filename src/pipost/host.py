@@ -87,6 +87,7 @@ _EXEC_WAIT_SLICE_S = 0.1
 _MAILBOX = "the mailbox cannot be written"
 _RECORD = "the record cannot be written"
 _LISTENERS = "the listener cannot be noted"
+_DEFERRED = "a letter cannot be logged or set aside"
 
 
 @dataclass(frozen=True)
@@ -382,6 +383,8 @@ class Host:
         other the claim has ended."""
         outcome = self._take(claim, at_startup)
         self._tally[outcome.action] += 1
+        if outcome.action in (Action.DROP, Action.SET_ASIDE):
+            self._told.discard(_DEFERRED)  # the drop log took a line again
         if outcome.action in SETTLED:
             self._retries.pop(claim.name, None)
         return outcome
@@ -417,6 +420,12 @@ class Host:
         except OSError as error:
             delay = self._retry_later(claim)
             why = f"{error.strerror or error}; next try in {delay:g} s"
+            where = f"{format.visible(str(error.filename))}: " if error.filename else ""
+            self._tell(
+                _DEFERRED,
+                f"letter {format.visible(claim.name)} stays queued: {where}{why} "
+                "(letters that need the drop log or the quarantine wait while this lasts)",
+            )
             return Outcome(claim.name, Action.DEFERRED, why, message_id)
         return Outcome(claim.name, action, reason, message_id)
 
