@@ -43,7 +43,7 @@ LOCK_WAIT_S = 5.0
 a sweep of one mailbox, a line of the drop log, a listener joining hold theirs for
 milliseconds (an fsync or two); a holder still there after this long is stopped or
 stuck, and waiting on would block a sender, a sweep or a listener without limit."""
-_LOCK_POLL_S = 0.005
+LOCK_POLL_S = 0.005
 """Between two tries of a lock that is held: short, and the same for every waiter,
 so that none is favoured for having waited less."""
 
@@ -76,7 +76,7 @@ def hold_lock(fd: int, path: str, *, shared: bool = False) -> None:
         left = deadline - time.monotonic()
         if left <= 0:
             raise LockTimeout(errno.ETIMEDOUT, _held_by(lock_holders(fd)), path)
-        time.sleep(min(_LOCK_POLL_S, left))
+        time.sleep(min(LOCK_POLL_S, left))
 
 
 def _held_by(pids: list[int]) -> str:
