@@ -622,6 +622,54 @@ FAULTS: tuple[Fault, ...] = (
         ),
         (tests("test_compatibility.py", "test_each_change_has_its_rule"),),
     ),
+    Fault(
+        "a lock held by a stopped process is waited for without limit (issue 38)",
+        _one(
+            "files.py",
+            "        left = deadline - time.monotonic()\n",
+            "        left = LOCK_WAIT_S\n",
+        ),
+        (
+            tests(
+                "test_files.py",
+                "test_a_folder_lock_held_by_a_stopped_process_is_given_up_naming_it",
+            ),
+            tests(
+                MAILBOX_TESTS,
+                "test_a_deposit_into_a_mailbox_a_stopped_sender_holds_fails_with_nothing_written",
+            ),
+        ),
+    ),
+    Fault(
+        "a socket named like a letter stops its reader (issue 38)",
+        _one(
+            "files.py",
+            "            return not stat.S_ISREG(self.lstat(name).st_mode)\n",
+            "            return False\n",
+        ),
+        (
+            tests(
+                MAILBOX_TESTS,
+                "test_a_socket_named_like_a_letter_is_not_a_file_and_the_letter_behind_it_flows",
+            ),
+            scenarios("hostile_input.feature", "^a UNIX socket named like a letter"),
+        ),
+    ),
+    Fault(
+        "the drop log is opened as whatever stands at its name (issue 38)",
+        _one(
+            "files.py",
+            "            if not stat.S_ISREG(os.fstat(fd).st_mode):\n",
+            "            if False:\n",
+        ),
+        (
+            tests(
+                "test_files.py",
+                "test_open_append_refuses_a_fifo_that_has_a_reader",
+                "test_read_bounded_refuses_a_fifo_without_blocking",
+            ),
+        ),
+    ),
 )
 
 
