@@ -334,8 +334,9 @@ def document(report: Report, results: dict[str, Any], plotted: bool) -> str:
         " record (the address recomputed from the session id) and its presence. The"
         " listing opens the root, `registry/` and `inbox/` once, reads every record"
         " relative to the open folder, and lists `inbox/` once, so only the mailboxes"
-        " that exist are counted. A sweep reads the registry twice (the second time to"
-        " learn which mailboxes a record still names, after the removals).",
+        " that exist are counted. A sweep reads the registry once, then again, under its"
+        " mailbox's lock, each record it would remove (the session may have started"
+        " since), and the record of each empty mailbox.",
         "",
     ]
     return "\n".join(parts)

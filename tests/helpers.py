@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -237,33 +238,50 @@ def open_descriptors() -> set[str]:
     return set(os.listdir("/dev/fd"))
 
 
-@contextmanager
-def lock_refusals(path: Path) -> Iterator[threading.Event]:
-    """An event set once a try of this process to lock ``path`` was refused (pipost
-    waits for a lock by trying it again and again, files.hold_lock): it now waits."""
-    refused = threading.Event()
-    inode = os.stat(path).st_ino
-    real_flock = fcntl.flock
-
-    def flock(fd: int, operation: int) -> None:
+def descriptors_on(path: Path) -> int:
+    """How many descriptors are open on ``path`` in the processes this one may look
+    into (``/proc/<pid>/fd``). Whoever waits for the lock of a folder has it open,
+    whether it waits blocked in flock (a "->" line of /proc/locks) or tries again
+    and again, as pipost does (files.hold_lock): so this sees waiters of both."""
+    wanted = os.stat(path)
+    count = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
         try:
-            real_flock(fd, operation)
-        except BlockingIOError:
-            if os.fstat(fd).st_ino == inode:
-                refused.set()
-            raise
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or not ours to look into
+            continue
+        for fd in descriptors:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            count += (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino)
+    return count
 
-    fcntl.flock = flock  # type: ignore[assignment]
-    try:
-        yield refused
-    finally:
-        fcntl.flock = real_flock
+
+def waits_on_lock(folder: Path) -> bool:
+    """Whether someone waits for the lock of ``folder``, which the test holds."""
+    return waiters_on_lock(folder) > 0
+
+
+def waiters_on_lock(folder: Path) -> int:
+    """How many wait for the lock of ``folder`` while the test holds it through one
+    descriptor: the descriptors open on it besides the test's."""
+    return descriptors_on(folder) - 1
 
 
 def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
     """What ``action`` returns (or raises), run while the empty ``folder`` is locked
     and removed as soon as ``action`` waits for its lock: as a sweep, or the last
     listener to leave, removes a folder under its lock."""
+    return while_awaited(folder, action, lambda: os.rmdir(folder))
+
+
+def while_awaited(folder: Path, action: Callable[[], T], meanwhile: Callable[[], object]) -> T:
+    """What ``action`` returns (or raises), run while ``folder`` is locked, with
+    ``meanwhile`` run once ``action`` waits for that lock, then the lock released."""
     held = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     outcome: list[T] = []
     raised: list[BaseException] = []
@@ -277,10 +295,12 @@ def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
     waiter = threading.Thread(target=act, daemon=True)
     try:
         fcntl.flock(held, fcntl.LOCK_EX)
-        with lock_refusals(folder) as waiting:
-            waiter.start()
-            assert waiting.wait(timeout=20), "it never waited"
-            os.rmdir(folder)
+        waiter.start()
+        deadline = time.monotonic() + 20
+        while not waits_on_lock(folder):
+            assert waiter.is_alive() and time.monotonic() < deadline, "it never waited"
+            time.sleep(0.001)
+        meanwhile()
     finally:
         os.close(held)  # the lock goes with it
     waiter.join(timeout=20)
@@ -364,6 +384,21 @@ def not_blocked(action: Callable[[], object]) -> BaseException | None:
     if waiter.is_alive():
         pytest.fail("still waiting after 20 s for a lock or a FIFO")
     return raised[0] if raised else None
+
+
+def finished_or_awaiting(
+    folder: Path, action: Callable[[], object], *, beside: int = 0
+) -> threading.Thread:
+    """``action`` started in a thread of its own, returned once it ended or waits
+    for ``folder``'s lock beside the ``beside`` waits already there; join the thread
+    after the lock is released."""
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while thread.is_alive() and waiters_on_lock(folder) <= beside:
+        assert time.monotonic() < deadline, "it neither ended nor waited"
+        time.sleep(0.001)
+    return thread
 
 
 class VanishingFolders:

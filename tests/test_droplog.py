@@ -7,6 +7,8 @@ import fcntl
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -251,4 +253,53 @@ def test_lines_of_bad_bytes_or_the_wrong_shape_are_skipped(tmp_path: Path) -> No
         log.write(b'{"at": null, "address": "", "letter": "", "from": "", "reason": ""}\n')
     log_drop(tmp_path, drop(1))
 
+    assert list(droplog.read(tmp_path)) == [drop(0), drop(1)]
+
+
+_UNDER_A_FILE_SIZE_LIMIT = """
+import errno, resource, sys
+from pipost import droplog
+from tests.helpers import log_drop
+from tests.test_droplog import drop
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    log_drop(sys.argv[1], drop(1))
+except OSError as error:
+    print(errno.errorcode[error.errno], error.filename)
+else:
+    print("written")
+"""
+
+
+def test_a_line_the_log_cannot_take_whole_is_not_written_at_all(tmp_path: Path) -> None:
+    """``ulimit -f`` lets the file grow by part of a line only: the record fails
+    (its letter then stays queued) naming the log, and nothing of it stays behind."""
+    log_drop(tmp_path, drop(0))
+    log = Path(droplog.log_path(tmp_path))
+    before = log.read_bytes()
+    repo = Path(__file__).resolve().parent.parent
+    ran = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_FILE_SIZE_LIMIT, str(tmp_path), str(len(before) + 40)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, f"EFBIG {log}\n", "")
+    assert log.read_bytes() == before
+    log_drop(tmp_path, drop(2))
+    assert list(droplog.read(tmp_path)) == [drop(0), drop(2)]
+
+
+def test_a_line_cut_by_a_crash_gets_no_line_glued_onto_it(tmp_path: Path) -> None:
+    log_drop(tmp_path, drop(0))
+    log = Path(droplog.log_path(tmp_path))
+    whole = log.read_bytes()
+    cut = whole[: len(whole) // 2]
+    log.write_bytes(whole + cut)
+    log_drop(tmp_path, drop(1))
+
+    assert log.read_bytes().startswith(whole + cut + b"\n")
     assert list(droplog.read(tmp_path)) == [drop(0), drop(1)]

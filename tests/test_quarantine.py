@@ -148,6 +148,37 @@ def test_a_name_set_aside_again_and_again_is_numbered_from_one(root: Path) -> No
     assert kept == [name, f"{name}.1", f"{name}.2"]
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["0000000000001-" + "a" * 236 + ".json", "x" + "é" * 124 + "y.json"],
+    ids=["ASCII", "two bytes a character"],
+)
+def test_a_name_too_long_for_its_reason_beside_it_is_cut_to_fit_and_still_moved(
+    root: Path, name: str
+) -> None:
+    """A 255-byte name leaves no room for ``.reason``: the letter is kept under the
+    longest head of its name (cut between characters) that leaves room, numbered
+    when taken, and the reason says the name it had."""
+    assert len(os.fsencode(name)) == 255  # the most a file name holds (NAME_MAX)
+    kept = []
+    for number in range(2):
+        bad_letter(root, name, f"letter {number}".encode())
+        kept.append(Path(set_aside(root, ADDRESS, name, f"bad {number}").path))
+        assert mailbox.letter_names(root, ADDRESS) == []
+    room = 255 - len(quarantine.REASON_SUFFIX)
+    # The longest heads that fit: one more character would not (é is two bytes).
+    heads = [name[: len(kept[0].name)], name[: len(kept[1].name) - 2]]
+    assert [path.name for path in kept] == [heads[0], heads[1] + ".1"]
+    assert all(len(path.name.encode("utf-8")) <= room for path in kept)
+    assert len(name[: len(heads[0]) + 1].encode()) > room
+    assert len(name[: len(heads[1]) + 1].encode()) > room - 2
+    assert [path.read_bytes() for path in kept] == [b"letter 0", b"letter 1"]
+    assert [(q.name, q.reason) for q in quarantine.quarantined(root)] == [
+        (path.name, f"bad {n} (named {name} in the mailbox: cut to fit beside its reason)")
+        for n, path in enumerate(kept)
+    ]
+
+
 def test_a_reason_left_without_its_letter_keeps_its_name_taken(root: Path) -> None:
     """A receiver that died between writing the reason and moving the letter left the
     reason alone: the next letter of that name is kept beside it, not over it."""

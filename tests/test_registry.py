@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import calendar
 import ctypes
+import errno
 import fcntl
 import io
 import itertools
@@ -24,14 +25,18 @@ import pytest
 
 from pipost import files, mailbox, registry, session, sweep
 from pipost.address import address_of
-from pipost.message import Rejected, unreadable_version
+from pipost.host import Delivery, Host
+from pipost.message import Rejected, Sender, unreadable_version
+from pipost.post import Post
 from pipost.registry import OsProcessTable
+from pipost.resolve import Caller
 from pipost.session import Presence, Record
 from tests.helpers import (
     DAY_MS,
     NOW,
     FakeProcessTable,
     deposit,
+    finished_or_awaiting,
     frozen_holder,
     make_message,
     make_record,
@@ -39,6 +44,7 @@ from tests.helpers import (
     removed_while_awaited,
     tree_snapshot,
     unprivileged_python,
+    while_awaited,
     write_record,
 )
 
@@ -1000,6 +1006,196 @@ def test_a_sweep_racing_deposits_never_loses_one(
     assert sorted(path.parent.name for path in returned) == addresses
     for path in returned:
         assert mailbox.letter_names(root, path.parent.name) == [path.name]
+
+
+# -- sweeps and running sessions (issue 38, items 4 and 14) --------------------------------
+
+needs_proc_locks = pytest.mark.skipif(
+    not os.path.exists("/proc/locks"), reason="sees who waits for a lock in /proc/locks (Linux)"
+)
+
+
+SENDER = Sender("process", "process:test")
+CALLER = Caller(cwd="/", home="/", canonical=os.path.realpath)
+
+
+class Taken:
+    """A listener's context that takes every delivery."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[Delivery] = []
+
+    def holds(self, message_id: str) -> bool | None:
+        return None
+
+    def enter(self, delivery: Delivery) -> bool:
+        self.deliveries.append(delivery)
+        return True
+
+
+def idle_for_8_days(root: Path, session_id: str) -> Record:
+    """An offline record unseen for 8 days, and its empty mailbox folder."""
+    record = write_record(root, make_record(session_id, "/x", last_seen=NOW - 8 * DAY_MS))
+    (root / "inbox" / record.address).mkdir(parents=True)
+    return record
+
+
+def sweeping(root: Path, processes: session.ProcessTable) -> Callable[[], sweep.SweepReport]:
+    return lambda: sweep.sweep(root, NOW, processes)
+
+
+@needs_proc_locks
+def test_a_record_written_while_the_sweep_waits_for_the_mailbox_is_judged_as_written(
+    root: Path,
+) -> None:
+    """The sweep read the 8-day-old record, then waited for the mailbox's lock; the
+    session registered meanwhile: the record is read again under the lock and kept,
+    and so is the mailbox it names (INV-17)."""
+    idle = idle_for_8_days(root, "sess-back")
+    back = make_record("sess-back", "/x", last_seen=NOW, pid=PID, pid_start=TOKEN)
+    inbox = root / "inbox" / idle.address
+
+    report = while_awaited(inbox, sweeping(root, running()), lambda: write_record(root, back))
+
+    assert report == sweep.SweepReport((), ())
+    assert registry.read(root, idle.address) == back
+    assert inbox.is_dir()
+
+
+@needs_proc_locks
+def test_a_listener_starting_while_the_sweep_waits_keeps_its_record_and_mailbox(
+    root: Path, tmp_path: Path
+) -> None:
+    """Issue 38, item 4: a sweep judging an 8-day-old record while that session's
+    listener starts. Whichever takes the mailbox's lock first once the sweep's wait
+    ends, the listener keeps its record, its mailbox and its watch, and mail sent
+    to it by address or name is taken."""
+    idle = idle_for_8_days(root, "sess-starting")
+    inbox = root / "inbox" / idle.address
+    post = Post(root, clock=lambda: NOW)
+    context = Taken()
+    listener = Host(post, "sess-starting", str(tmp_path), context, name="starting")
+    started: list[Host] = []
+
+    def start_the_listener() -> None:
+        listener.start()
+        started.append(listener)
+
+    starting: list[threading.Thread] = []
+    try:
+        report = while_awaited(
+            inbox,
+            sweeping(root, OsProcessTable()),
+            lambda: starting.append(finished_or_awaiting(inbox, start_the_listener, beside=1)),
+        )
+        starting[0].join(timeout=20)
+        assert started == [listener]
+        assert report == sweep.SweepReport((), ())
+        record = registry.read(root, idle.address)
+        assert record is not None and record.pid == os.getpid()
+        assert inbox.is_dir()
+        for handle in (idle.address, "starting"):
+            receipts = post.send([handle], f"to {handle}", SENDER, CALLER)
+            assert [r.address for r in receipts] == [idle.address]
+        listener.drain()
+        # Sent at one clock reading: their ids, and so their order, differ by chance.
+        assert sorted(d.message.body for d in context.deliveries) == [
+            f"to {idle.address}",
+            "to starting",
+        ]
+    finally:
+        listener.stop()
+
+
+def test_a_running_listener_whose_record_cannot_be_written_keeps_its_mailbox(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38, item 14: the registry cannot be written (INV-23: the session runs
+    on), and a sweep comes: the empty mailbox no record names is the running
+    listener's, and stays; mail sent to the address still queues and is taken."""
+
+    def read_only(root: Path, record: Record) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(registry, "write", read_only)
+    post = Post(root, clock=lambda: NOW)
+    context = Taken()
+    listener = Host(post, "sess-unrecorded", str(tmp_path), context)
+    listener.start()
+    try:
+        assert listener.record is None
+        report = sweep.sweep(root, NOW, OsProcessTable())
+        assert report == sweep.SweepReport((), ())
+        assert (root / "inbox" / listener.address).is_dir()
+        post.send([listener.address], "still here?", SENDER, CALLER)
+        listener.drain()
+        assert [d.message.body for d in context.deliveries] == ["still here?"]
+    finally:
+        listener.stop()
+    # Once it stopped, the mailbox is any orphan's: the next sweep removes it.
+    assert sweep.sweep(root, NOW, OsProcessTable()).mailboxes_removed == (listener.address,)
+
+
+def test_a_running_listener_keeps_its_record_however_old_it_reads(
+    root: Path, tmp_path: Path
+) -> None:
+    """A record that says offline, unseen for 8 days (another receiver of the session
+    marked it so when it stopped, and this one's heartbeats could not be written
+    since), while a listener of the session runs: the sweep keeps it and the
+    mailbox, as they are."""
+    post = Post(root, clock=lambda: NOW - 8 * DAY_MS)
+    listener = Host(post, "sess-quiet", str(tmp_path), Taken())
+    listener.start()
+    try:
+        assert listener.record is not None
+        registry.mark_offline(root, listener.record, NOW - 8 * DAY_MS)
+        before = tree_snapshot(root)
+        assert sweep.sweep(root, NOW, OsProcessTable()) == sweep.SweepReport((), ())
+        assert tree_snapshot(root) == before
+    finally:
+        listener.stop()
+
+
+@needs_proc_locks
+def test_a_starting_listener_registers_under_its_mailbox_lock(root: Path, tmp_path: Path) -> None:
+    """Registering and sweeping agree on one lock, the mailbox's: while a sweep holds
+    it (here, the test), a starting listener waits to write its record, so none is
+    written between the sweep's second reading and its unlink."""
+    inbox = root / "inbox" / address_of("sess-waits")
+    inbox.mkdir(parents=True)
+    listener = Host(Post(root, clock=lambda: NOW), "sess-waits", str(tmp_path), Taken())
+    held = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        starting = finished_or_awaiting(inbox, listener.start)
+        waited = starting.is_alive()
+        written_meanwhile = registry.read(root, listener.address)
+    finally:
+        os.close(held)  # the lock goes with it
+    try:
+        starting.join(timeout=20)
+        assert waited
+        assert written_meanwhile is None
+        assert registry.read(root, listener.address) == listener.record
+    finally:
+        listener.stop()
+
+
+def test_a_listener_makes_its_mailbox_again_when_a_sweep_removed_it_while_it_waited(
+    root: Path, tmp_path: Path
+) -> None:
+    """The sweep removed the empty folder (no record, no listener yet) while the
+    starting listener waited for its lock: it makes the folder again, and watches
+    and registers that one."""
+    inbox = root / "inbox" / address_of("sess-raced")
+    inbox.mkdir(parents=True)
+    listener = Host(Post(root, clock=lambda: NOW), "sess-raced", str(tmp_path), Taken())
+    try:
+        removed_while_awaited(inbox, listener.start)
+        assert inbox.is_dir()
+        assert registry.read(root, listener.address) == listener.record
+    finally:
+        listener.stop()
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ import errno
 import operator
 import os
 import select
+import shutil
 import stat
 import sys
 import threading
@@ -564,14 +565,23 @@ class NoInotify:
     """libc when inotify refuses: no instance left (EMFILE: max_user_instances), or no
     watch (ENOSPC: max_user_watches; ENOENT: the folder is gone)."""
 
+    ERRORS: ClassVar[dict[str, int]] = {
+        "inotify_init1": errno.EMFILE,
+        "inotify_add_watch": errno.ENOSPC,
+    }
+
     def __init__(self, refused: str) -> None:
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._refused = refused
 
     def __getattr__(self, name: str) -> Any:
         if name == self._refused:
-            return lambda *arguments: -1
+            return self._fail
         return getattr(self._libc, name)
+
+    def _fail(self, *arguments: Any) -> int:
+        ctypes.set_errno(self.ERRORS[self._refused])  # where ctypes.get_errno() reads it
+        return -1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
@@ -588,6 +598,67 @@ def test_where_inotify_refuses_the_watch_falls_back_to_polling_and_leaks_nothing
     assert open_descriptors() == before
     assert wait_gone_while_removed(folder) == [True]
     assert open_descriptors() == before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+@pytest.mark.parametrize(
+    ("refused", "why"),
+    [
+        (
+            "inotify_init1",
+            f"{os.strerror(errno.EMFILE)} "
+            "(inotify instances: fs.inotify.max_user_instances, or ulimit -n)",
+        ),
+        (
+            "inotify_add_watch",
+            f"{os.strerror(errno.ENOSPC)} (inotify watches: fs.inotify.max_user_watches)",
+        ),
+    ],
+)
+def test_a_watch_inotify_refuses_keeps_why_with_the_limit_reached(
+    folder: Path,
+    watches: list[FolderWatch],
+    monkeypatch: pytest.MonkeyPatch,
+    refused: str,
+    why: str,
+) -> None:
+    """Issue 38, item 3: the session says why it polls (Host.start). The errors of
+    inotify's limits are the kernel's words for other things ("No space left on
+    device" for the watches), so the limit is named beside them."""
+    monkeypatch.setattr(watch, "_spare_instances", [])
+    monkeypatch.setattr(watch, "_libc", lambda: NoInotify(refused))
+    made = FolderWatch(folder)
+    watches.append(made)
+    assert made.refused == why
+    assert FolderWatch(folder, kernel_events=False).refused is None  # not asked: not refused
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_an_inotify_watch_lost_with_its_folder_says_so_and_polls(
+    folder: Path, watches: list[FolderWatch]
+) -> None:
+    """Issue 38, item 3: the folder removed under the watch (a sweep, a person) ends
+    it; the kernel says so (IN_IGNORED), and the watch keeps why and polls."""
+    made = FolderWatch(folder)
+    watches.append(made)
+    assert made.uses_kernel_events and made.lost is None
+    (folder / "0000000000001-00000000.json").write_bytes(b"{}")
+    made.wait(JOIN_S)  # a letter: the watch stands
+    assert made.uses_kernel_events and made.lost is None
+
+    shutil.rmtree(folder)
+    made.wait(JOIN_S)  # returns at once: the kernel tells of the end of the watch
+
+    assert made.lost is not None and "the folder is gone" in made.lost
+    assert not made.uses_kernel_events
+
+
+def test_a_watch_the_kernel_sets_is_not_refused(
+    kernel: str, folder: Path, watches: list[FolderWatch]
+) -> None:
+    made = FolderWatch(folder)
+    watches.append(made)
+    assert made.uses_kernel_events and made.refused is None
 
 
 @pytest.mark.parametrize("kernel", ["kqueue"], indirect=True)
@@ -609,6 +680,7 @@ def test_where_kqueue_refuses_the_watch_falls_back_to_polling_and_leaks_nothing(
     before = open_descriptors()
     made = FolderWatch(folder)
     assert not made.uses_kernel_events
+    assert made.refused == os.strerror(errno.EMFILE if refused == "kqueue" else errno.EINVAL)
     made.close()
     assert wait_gone_while_removed(folder) == [True]
     assert open_descriptors() == before

@@ -219,9 +219,9 @@ FAULTS: tuple[Fault, ...] = (
             Edit("sweep.py", "import stat\n", "import shutil\nimport stat\n"),
             Edit(
                 "sweep.py",
-                "            if mailbox_is_sweepable(address in recorded, entries) "
+                "            if mailbox_is_sweepable(recorded, entries, receiving) "
                 "and inbox.remove_empty(address):\n",
-                "            if mailbox_is_sweepable(address in recorded, 0):\n"
+                "            if mailbox_is_sweepable(recorded, 0, receiving):\n"
                 "                shutil.rmtree(inbox.name(address))\n",
             ),
         ),
@@ -290,6 +290,71 @@ FAULTS: tuple[Fault, ...] = (
             "    return Presence.LIVE\n",
         ),
         (tests(REGISTRY_TESTS, "test_presence"), feature("registry_presence.feature")),
+    ),
+    Fault(
+        "presence takes a lastSeen ahead of the clock for a stale one (issue 38)",
+        _one(
+            "session.py",
+            "    return Presence.LIVE if now - record.last_seen <= LIVE_WINDOW_MS "
+            "else Presence.STALLED\n",
+            "    return Presence.LIVE if abs(now - record.last_seen) <= LIVE_WINDOW_MS "
+            "else Presence.STALLED\n",
+        ),
+        (scenarios("registry_presence.feature", "^a session seen ahead of the clock"),),
+    ),
+    Fault(
+        "a sweep that takes a lastSeen ahead of the clock for an old one (issue 38)",
+        _one(
+            "session.py",
+            " and now - last_seen > SWEEP_AFTER_MS and queued == 0\n",
+            " and abs(now - last_seen) > SWEEP_AFTER_MS and queued == 0\n",
+        ),
+        (scenarios("sweeps.feature", "^a record seen ahead of the clock"),),
+    ),
+    Fault(
+        "a guard on the wall clock (issue 38)",
+        _one(
+            "host.py",
+            "        now = round(self.monotonic() * 1000)\n",
+            "        now = self.post.clock()\n",
+        ),
+        (
+            tests(
+                HOST_TESTS,
+                "test_the_guard_s_windows_run_on_the_monotonic_clock_whatever_the_wall_clock_does",
+            ),
+            scenarios("receiving.feature", "^the wall clock steps back"),
+        ),
+    ),
+    Fault(
+        "a sweep that judges the record it read before the lock (issue 38)",
+        _one(
+            "sweep.py",
+            "            current = read_named(registry, record_name(record.address))\n",
+            "            current = record\n",
+        ),
+        (
+            tests(
+                REGISTRY_TESTS,
+                "test_a_record_written_while_the_sweep_waits_for_the_mailbox_is_judged_as_written",
+            ),
+            scenarios("sweeps.feature", "^a session that registers while the sweep waits"),
+        ),
+    ),
+    Fault(
+        "a sweep blind to running listeners (issue 38)",
+        _one(
+            "sweep.py",
+            "        return bool(listeners.running_below(top, address))\n",
+            "        return False\n",
+        ),
+        (
+            tests(
+                REGISTRY_TESTS,
+                "test_a_running_listener_whose_record_cannot_be_written_keeps_its_mailbox",
+                "test_a_running_listener_keeps_its_record_however_old_it_reads",
+            ),
+        ),
     ),
     Fault(
         "presence ignores a recycled pid",
@@ -528,8 +593,14 @@ FAULTS: tuple[Fault, ...] = (
     ),
     Fault(
         "a serving host that never refreshes its record (issue 16)",
-        _one("host.py", "                self.beat()\n", ""),
-        (tests(HOST_TESTS, "test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on"),),
+        _one("host.py", "            self.beat()\n", ""),
+        (
+            tests(
+                HOST_TESTS,
+                "test_a_serving_host_refreshes_its_record_every_30_s_and_serves_on",
+                "test_a_command_running_for_long_keeps_the_heartbeat_going",
+            ),
+        ),
     ),
     Fault(
         "the quarantine listing keeps only the last address (issue 16)",
@@ -559,9 +630,9 @@ FAULTS: tuple[Fault, ...] = (
         "a disk failure while dropping or setting aside ends the session (issue 16)",
         _one(
             "host.py",
-            "        except OSError as error:\n            delay = self._retry_later(claim)\n",
+            "        except OSError as error:\n            if error.errno in OUT_OF_DESCRIPTORS:\n",
             "        except ZeroDivisionError as error:\n"
-            "            delay = self._retry_later(claim)\n",
+            "            if error.errno in OUT_OF_DESCRIPTORS:\n",
         ),
         (
             tests(
@@ -584,9 +655,7 @@ FAULTS: tuple[Fault, ...] = (
     ),
     Fault(
         "the frame's time in the machine's time zone (issue 16)",
-        _one(
-            "format.py", "fromtimestamp(ms // 1000, tz=datetime.UTC)", "fromtimestamp(ms // 1000)"
-        ),
+        _one("format.py", "time.gmtime(ms // 1000)", "time.localtime(ms // 1000)"),
         (
             tests(
                 "test_format.py",
@@ -621,6 +690,44 @@ FAULTS: tuple[Fault, ...] = (
             'Rule("message.field-added", _CLOSED, "field", ADDED, False,',
         ),
         (tests("test_compatibility.py", "test_each_change_has_its_rule"),),
+    ),
+    Fault(
+        "a transcript line the disk took in part is trusted (issue 38)",
+        _one(
+            "host.py",
+            "            files.write_all(self._fd, line)\n",
+            "            os.write(self._fd, line)\n",
+        ),
+        (
+            tests(
+                HOST_TESTS,
+                "test_a_line_the_disk_takes_in_part_is_cut_back_and_its_id_not_counted",
+            ),
+        ),
+    ),
+    Fault(
+        "a drop-log line the file took in part stays in the log (issue 38)",
+        _one(
+            "droplog.py",
+            "            os.ftruncate(fd, size)\n",
+            "            pass\n",
+        ),
+        (tests("test_droplog.py", "test_a_line_the_log_cannot_take_whole_is_not_written_at_all"),),
+    ),
+    Fault(
+        "a name too long for its reason is set aside as it is (issue 38)",
+        _one(
+            "quarantine.py",
+            "    candidate, number = _head(name, room), 0\n",
+            "    candidate, number = name, 0\n",
+        ),
+        (
+            tests(
+                QUARANTINE_TESTS,
+                "test_a_name_too_long_for_its_reason_beside_it_is_cut_to_fit_and_still_moved",
+            ),
+            tests(HOST_TESTS, "test_a_letter_named_with_255_bytes_is_set_aside_and_logged_once"),
+        ),
     ),
     Fault(
         "a lock held by a stopped process is waited for without limit (issue 38)",

@@ -72,6 +72,7 @@ class World {
     if (!path.isAbsolute(root)) throw new Misuse("open: root must be an absolute path");
     fs.mkdirSync(root, { recursive: true, mode: 0o700 });
     this.now = now;
+    this.elapsed = 0; // the monotonic clock: it follows the wall clock forward, never back
     this.home = home;
     this.table = new Map(); // pid → birth token
     this.births = 0;
@@ -84,6 +85,14 @@ class World {
       start: (pid) => this.table.get(pid),
     };
     this.post = new PostOffice({ root, clock: () => this.now, processes });
+  }
+
+  // Time passes when the clock moves forward; moved back, the wall clock steps and
+  // the monotonic one, which the loop guard's windows run on, stays (SPEC 6.1).
+  advance(ms) {
+    this.now += ms;
+    this.elapsed += Math.max(ms, 0);
+    return { now: this.now };
   }
 
   birth(pid) {
@@ -112,7 +121,7 @@ class World {
     if (context && contextKind !== undefined && context.kind !== contextKind) throw new Misuse(`receiver ${JSON.stringify(name)} has a ${context.kind} context`);
     if (!context) this.contexts.set(name, new Context(contextKind ?? "ledger"));
     this.sessionOfReceiver.set(name, sessionId);
-    if (!this.receivers.has(name)) this.receivers.set(name, new Receiver(this.post, addressOf(sessionId), this.contexts.get(name)));
+    if (!this.receivers.has(name)) this.receivers.set(name, new Receiver(this.post, addressOf(sessionId), this.contexts.get(name), () => this.elapsed));
     return this.receivers.get(name);
   }
 
@@ -122,11 +131,9 @@ class World {
       case "capabilities":
         return { ops: Object.keys(OPS).filter((op) => op !== "open").sort() };
       case "set_clock":
-        this.now = a.now;
-        return { now: this.now };
+        return this.advance(a.now - this.now);
       case "advance_clock":
-        this.now += a.ms;
-        return { now: this.now };
+        return this.advance(a.ms);
       case "process_start":
         if (a.pid === undefined) return { pid: this.freshPid() };
         if (this.table.has(a.pid)) throw new Refused(reason("pid_running", `pid ${a.pid} already runs`, { pid: a.pid }));

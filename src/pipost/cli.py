@@ -122,7 +122,9 @@ A session has one listener: a second one is refused, naming the running one.
   --exec-timeout <seconds>
                        end a command still running after this long (default
                        600), counted as a failure and retried
-  (neither)            one JSON line per message on standard output
+  (neither)            one JSON line per message on standard output; when its
+                       reader goes away the listener ends (as by SIGPIPE),
+                       the message it could not write left queued
 
 PI_POST_INBOUND=accept|ask|refuse and PI_POST_RESUME=wake|stage apply.
 """,
@@ -542,6 +544,7 @@ def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
 
 
 def cmd_listen(args: Sequence[str], ctx: Context) -> int:
+    import resource  # at the start: with no descriptor left, no module can be read
     import signal
 
     from pipost import host, listeners, policy
@@ -608,6 +611,20 @@ def cmd_listen(args: Sequence[str], ctx: Context) -> int:
         receiver.serve()
     except listeners.AlreadyListening as running:
         raise Refused(f"{running} (stop it, or pass --also to run this one beside it)") from None
+    except host.ContextGone:  # said by the host; ends as any command whose reader went away
+        raise StdoutClosed from None
+    except OSError as error:
+        if error.errno not in host.OUT_OF_DESCRIPTORS:
+            raise
+        if error.errno == errno.EMFILE:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            why = f"this process may have at most {soft} files open: raise ulimit -n"
+        else:
+            why = "the system's table of open files is full: close some, or raise fs.file-max"
+        raise Refused(
+            f"cannot go on receiving: {error.strerror} ({why}, then start it again); "
+            "its mail stays queued"
+        ) from None
     finally:
         receiver.stop()
         for sig, handler in previous.items():

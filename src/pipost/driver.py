@@ -140,6 +140,9 @@ class InProcessDriver:
         self.root = root
         self.home = home
         self.now = now
+        self.elapsed = 0
+        """The world's monotonic clock (ms): it follows the wall clock forward, never
+        back (a step back of the wall clock leaves it where it is)."""
         self.processes = FakeProcessTable()
         self.post = Post(root, clock=lambda: self.now, processes=self.processes)
         self.post.receipt_wait = receipt_wait
@@ -176,13 +179,16 @@ class InProcessDriver:
     # -- the world: clock and processes -----------------------------------------------
 
     def op_set_clock(self, now: int) -> Result:
-        """Set the clock to ``now`` (ms since the epoch). Result: ``{"now": ms}``."""
-        self.now = now
-        return {"now": self.now}
+        """Set the clock to ``now`` (ms since the epoch): time passes when it moves
+        forward, the wall clock steps when it moves back. Result: ``{"now": ms}``."""
+        return self.op_advance_clock(now - self.now)
 
     def op_advance_clock(self, ms: int) -> Result:
-        """Move the clock forward by ``ms`` (negative moves it back). Result: ``{"now": ms}``."""
+        """Move the clock forward by ``ms``: time passes, on the wall clock and the
+        monotonic one alike. A negative ``ms`` steps the wall clock back, and the
+        monotonic clock stays where it is (SPEC 6.1). Result: ``{"now": ms}``."""
         self.now += ms
+        self.elapsed += max(ms, 0)
         return {"now": self.now}
 
     def op_process_start(self, pid: int | None = None) -> Result:
@@ -523,7 +529,7 @@ class InProcessDriver:
             receiving.context,
             kernel_events=False,
             unlink=receiving.disk.unlink,
-            monotonic=lambda: self.now / 1000,  # retry delays pass on the world's clock
+            monotonic=lambda: self.elapsed / 1000,  # the guard and retries: the world's
         )
         receiving.disk.stop = receiving.host.request_stop
         return receiving.host

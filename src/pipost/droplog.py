@@ -7,7 +7,9 @@ Append-only JSON lines at ``log/drops.jsonl`` under the root (written below the
 root a receiver's drain already holds open), shared by every
 session on the machine, kept small by rotation: past LIMIT bytes the file moves
 to ``drops.jsonl.1`` (replacing the previous one) under a lock, so the log holds
-at most twice LIMIT bytes.
+at most twice LIMIT bytes. A line is written whole and flushed, or not at all (a
+disk that fills, ``ulimit -f``): a letter is never unlinked on the strength of a
+cut line, and no line is glued onto one a crash cut.
 """
 
 from __future__ import annotations
@@ -74,11 +76,27 @@ def record(top: files.Folder, drop: Drop) -> None:
                 if size and size + len(data) > LIMIT:  # an empty file takes any line
                     folder.rename(LOG_NAME, ROTATED_NAME)
                     continue
-                os.write(fd, data)
-                os.fsync(fd)
+                _append(fd, size, data)
                 return
+            except OSError as error:
+                error.filename = error.filename or folder.name(LOG_NAME)
+                raise
             finally:
                 os.close(fd)
+
+
+def _append(fd: int, size: int, data: bytes) -> None:
+    """The whole line, flushed, or nothing: the letter it accounts for must not be
+    unlinked on the strength of a cut line (a disk that fills, ``ulimit -f``)."""
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = b"\n" + data  # a line cut by a crash: ours is never glued onto it
+    try:
+        files.write_all(fd, data)
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):  # if this fails, the next line starts anew
+            os.ftruncate(fd, size)
+        raise
 
 
 def _is_current(folder: files.Folder, fd: int) -> bool:

@@ -36,7 +36,7 @@ _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 # A FIFO or a device opened non-blocking never stalls us; it is refused after fstat.
 # A terminal named like a letter must not become this process's controlling one.
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
 
 LOCK_WAIT_S = 5.0
 """How long pipost waits for a lock before it gives up, naming the holder. A deposit,
@@ -54,6 +54,28 @@ class UnsafePath(OSError):
 
 class Vanished(OSError):
     """A folder was removed (by a sweep) while we waited for its lock."""
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data``: a disk that fills takes part of a write and
+    says so only at the next one (ENOSPC, EFBIG), which is raised."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+_WRITE_FIXES = {
+    errno.ENOSPC: "its disk is full (free some space on it)",
+    errno.EDQUOT: "the disk quota is used up (free some space, or raise the quota)",
+    errno.EFBIG: "it reached the file size limit (raise it: ulimit -f)",
+    errno.EROFS: "its file system is read-only (remount it read-write)",
+}
+
+
+def write_trouble(what: str, error: OSError) -> str:
+    """Why ``what`` could not be written, and the fix where the cause has a usual one."""
+    cause = _WRITE_FIXES.get(error.errno or 0) or error.strerror or str(error)
+    return f"{what} cannot be written: {cause}"
 
 
 class LockTimeout(OSError):
@@ -376,9 +398,7 @@ class Folder:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         fd = os.open(name, flags, FILE_MODE, dir_fd=self.fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             if durable:
                 os.fsync(fd)
         except BaseException:
@@ -509,8 +529,9 @@ class Folder:
 
     def open_append(self, name: str) -> int:
         """A descriptor that appends to the regular file ``name`` (created 0600), never
-        through a symlink; a FIFO, a socket or a device standing there is refused
-        (UnsafePath) without waiting for a reader."""
+        through a symlink; it reads too, so that the writer can see how the file ends.
+        A FIFO, a socket or a device standing there is refused (UnsafePath) without
+        waiting for a reader."""
         return self._open_regular(name, _APPEND)
 
 

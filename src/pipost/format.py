@@ -14,6 +14,8 @@ Pure: times and presence are handed in.
 
 from __future__ import annotations
 
+import time
+
 from pipost import refusals
 from pipost.address import resume_handle
 from pipost.session import Presence
@@ -76,10 +78,13 @@ def terminal(text: str) -> str:
 
 
 def iso_time(ms: int) -> str:
-    import datetime  # here, not at the top: `send` never prints a time
-
-    moment = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+    # time, built into the interpreter, not datetime, read from disk when first
+    # imported: a listener out of file descriptors must still frame a message.
+    at = time.gmtime(ms // 1000)
+    return (
+        f"{at.tm_year:04d}-{at.tm_mon:02d}-{at.tm_mday:02d}"
+        f"T{at.tm_hour:02d}:{at.tm_min:02d}:{at.tm_sec:02d}.{ms % 1000:03d}Z"
+    )
 
 
 def age(ms: int) -> str:

@@ -27,11 +27,16 @@ drain() returns an Outcome for every letter it took (what became of it, and why)
 and stats counts them.
 
 A context that fails leaves the letter queued and is retried with backoff, so
-nothing is lost (INV-05). With a context that can say which ids it holds (a
-transcript can), a crash between entry and unlink costs nothing: delivery is
-exactly once. With one that cannot, that crash window is the only way a
-message enters twice (INV-06). Heartbeats every 30 s keep the record live;
-failing to write it does not stop the session, and is said once (INV-23).
+nothing is lost (INV-05); one that is gone for good (ContextGone: the reader of
+standard output went away) leaves it queued too, and ends the session (start()
+and serve() raise it), so that no record says live while nothing can enter; so
+does a process out of file descriptors (OUT_OF_DESCRIPTORS, raised as OSError).
+With a context that can say which ids it holds (a transcript can), a crash
+between entry and unlink costs nothing: delivery is exactly once. With one that
+cannot, that crash window is the only way a message enters twice (INV-06).
+Heartbeats every 30 s keep the record live, also while a command handles a
+letter (keep_alive); failing to write it does not stop the session, and is said
+once (INV-23).
 Shutdown keeps the record (INV-14): offline, or handed to another listener of
 the address that still runs; a command still handling a letter when the stop
 comes is ended, and the letter stays queued for the next start.
@@ -40,15 +45,17 @@ comes is ended, and the letter stays queued for the next start.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import signal
+import stat
 import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -56,7 +63,7 @@ from typing import IO, Any, Protocol
 from pipost import droplog, files, format, listeners, mailbox, registry
 from pipost.address import address_of
 from pipost.files import StrPath
-from pipost.message import Message, Rejected, to_json
+from pipost.message import LETTER_READ_LIMIT, Message, Rejected, to_json
 from pipost.policy import DELIVER, Inbound, LoopGuard, Resume
 from pipost.post import Post
 from pipost.reception import (
@@ -83,11 +90,19 @@ EXEC_KILL_GRACE_S = 1.0
 _EXEC_WAIT_SLICE_S = 0.1
 """How often a running command is checked on: for a stop asked from another thread."""
 
+_MAILBOX_ATTEMPTS = 1000  # a sweep may remove the empty folder between make and lock
+OUT_OF_DESCRIPTORS = frozenset((errno.EMFILE, errno.ENFILE))
+"""Errors no letter caused and no retry clears while the session runs: the process
+(or the system) has no file descriptor left. They end the session (start() and
+serve() raise them): a session that stayed would look live and take nothing."""
+
 # Troubles the session says once, and again only after they cleared and came back.
 _MAILBOX = "the mailbox cannot be written"
 _RECORD = "the record cannot be written"
 _LISTENERS = "the listener cannot be noted"
-_DEFERRED = "a letter cannot be logged or set aside"
+_CONTEXT = "the context cannot take mail"
+_SETTLE = "a letter cannot be logged or set aside"
+_WATCH = "the folder cannot be watched"
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,18 @@ class EntryFailed(Exception):
     """A context could not take a message; the text says why (an exit status, a
     timeout), for the session to report. The letter stays queued."""
 
+    def __init__(self, reason: str, *, lasting: bool = False) -> None:
+        super().__init__(reason)
+        self.lasting = lasting
+        """A trouble of the context itself (its disk is full), not of this message:
+        every entry fails alike until it is fixed, so the session says it once."""
+
+
+class ContextGone(Exception):
+    """A context that can never take text again (the reader of standard output went
+    away): the letter stays queued and the session ends, so that its record stops
+    saying it receives. The text says what is gone."""
+
 
 class Context(Protocol):
     """Where delivered text goes: the model's context, a transcript, a command."""
@@ -115,7 +142,8 @@ class Context(Protocol):
         leaves the letter queued."""
 
     # A context that can be busy for long (a command) also has interrupt(): called
-    # by Host.request_stop, from a signal handler too, it must not block.
+    # by Host.request_stop, from a signal handler too, it must not block. While
+    # busy it calls the host's keep_alive() (ExecContext: its ``meanwhile``).
 
 
 def _quiet(line: str) -> None:
@@ -163,8 +191,10 @@ class Host:
     poll_s: float = POLL_S
     heartbeat_s: float = HEARTBEAT_S
     monotonic: Callable[[], float] = time.monotonic
-    """Seconds, for the serving loop and the retry delays (the conformance driver
-    hands in its world's clock)."""
+    """Seconds on a clock that never steps, for the serving loop, the retry delays
+    and the loop guard's windows (SPEC 6.1), never the wall clock: stepped back an
+    hour, it would drop every repeat for that hour. The conformance driver hands in
+    its world's monotonic clock."""
     record: Record | None = None
     _guard: LoopGuard = field(default_factory=LoopGuard)
     _retries: dict[str, _Retry] = field(default_factory=dict)
@@ -179,6 +209,12 @@ class Host:
     _tally: Counter[Action] = field(default_factory=Counter)
     """Every outcome of take(), counted by action: what stats shows."""
     _failed_heartbeats: int = 0
+    _next_beat: float = 0.0
+    """When the next heartbeat is due, on ``monotonic``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.context, ExecContext):
+            self.context.meanwhile = self.keep_alive
 
     @property
     def address(self) -> str:
@@ -191,32 +227,70 @@ class Host:
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
-        """Make sure the mailbox exists, join the listeners of the address (refused
-        while another runs, unless ``also``), register, take the mail that waited."""
-        files.make(self.root, "inbox", self.address).close()
+        """Join the listeners of the address (refused while another runs, unless
+        ``also``); then, under the mailbox's lock (the folder made if missing),
+        register and watch it; then take the mail that waited. A sweep decides under
+        that lock too and keeps what a running listener needs (SPEC 5): one that
+        locks the mailbox after this joined sees it, and one that locked it before
+        removes at most the empty folder, which is made again here."""
         self._join()
-        self._register()
-        self._watch = FolderWatch(
-            mailbox.inbox_of(self.root, self.address), kernel_events=self.kernel_events
-        )
+        held = self._locked_mailbox()
+        try:
+            self._register()
+            self._next_beat = self.monotonic() + self.heartbeat_s
+            folder = mailbox.inbox_of(self.root, self.address)
+            self._watch = FolderWatch(folder, kernel_events=self.kernel_events)
+        finally:
+            held.close()  # closing releases the lock
+        if self._watch.refused is not None:
+            self._tell(_WATCH, self._unwatched(self._watch.refused))
         self.drain(at_startup=True)
+
+    def _locked_mailbox(self) -> files.Folder:
+        """The mailbox folder, made if missing, its lock held; made again if a sweep
+        removed it while this waited for the lock."""
+        for _ in range(_MAILBOX_ATTEMPTS):
+            folder = files.make(self.root, "inbox", self.address)
+            try:
+                folder.lock().__enter__()
+            except files.Vanished:
+                folder.close()
+                continue
+            return folder
+        where = mailbox.inbox_of(self.root, self.address)
+        raise OSError(errno.EAGAIN, "the mailbox folder kept vanishing", where)
 
     def serve(self) -> None:
         """Take mail until request_stop(); heartbeats on the way."""
         watch = self._watch
         if watch is None:
             raise RuntimeError("start() the host before serving")
-        next_beat = self.monotonic() + self.heartbeat_s
         while not self._stop.is_set():
             now = self.monotonic()
-            wake_at = min([now + self.poll_s, next_beat] + [r.at for r in self._retries.values()])
+            wake_at = min(
+                [now + self.poll_s, self._next_beat] + [r.at for r in self._retries.values()]
+            )
             watch.wait(wake_at - now)
+            if watch.lost is not None:
+                self._tell(_WATCH, self._unwatched(watch.lost))
             if self._stop.is_set():
                 break
             self.drain()
-            if self.monotonic() >= next_beat:
-                self.beat()
-                next_beat = self.monotonic() + self.heartbeat_s
+            self.keep_alive()
+
+    def keep_alive(self) -> None:
+        """Beat if a heartbeat is due: after each round of serve(), and between the
+        waits of a context that is busy for long (a command may run for minutes),
+        so that the record stays live while the session works (SPEC 2). Called on
+        the serving thread only, so the record is never written by two at once."""
+        if self.monotonic() >= self._next_beat:
+            self.beat()
+            self._next_beat = self.monotonic() + self.heartbeat_s
+
+    def _unwatched(self, why: str) -> str:
+        """What the session says of a watch refused or lost (once)."""
+        folder = format.visible(mailbox.inbox_of(self.root, self.address))
+        return f"cannot watch {folder} for new mail: {why}; polling every {self.poll_s:g} s"
 
     def request_stop(self) -> None:
         """Safe from a signal handler or another thread; an entry in progress is
@@ -383,8 +457,6 @@ class Host:
         other the claim has ended."""
         outcome = self._take(claim, at_startup)
         self._tally[outcome.action] += 1
-        if outcome.action in (Action.DROP, Action.SET_ASIDE):
-            self._told.discard(_DEFERRED)  # the drop log took a line again
         if outcome.action in SETTLED:
             self._retries.pop(claim.name, None)
         return outcome
@@ -403,29 +475,36 @@ class Host:
             claim.release()
             return Outcome(claim.name, Action.KEPT, where, message_id)
         self._told.discard(_MAILBOX)
-        now = self.post.clock()
+        # The guard's windows, on the clock a step of the wall clock does not move.
+        now = round(self.monotonic() * 1000)
         try:
             decision = self._decide(content, at_startup, now)
             action, reason = decision.action, decision.reason
             if action is Action.SET_ASIDE:
                 assert isinstance(content, Rejected) and reason is not None  # it says why
                 reason = set_aside(self.post, claim, reason)
+                self._told.discard(_SETTLE)
                 return Outcome(claim.name, action, reason, rejected=content)
             elif action is Action.DROP:
                 assert message is not None and reason is not None  # decide() says why
                 self._log(claim, message.sender.key, reason)
+                self._told.discard(_SETTLE)
             elif action in ENTERS:
                 assert message is not None  # only a message enters
                 return self._enter(claim, message, ENTERS[action], now)
         except OSError as error:
+            if error.errno in OUT_OF_DESCRIPTORS:
+                claim.release()
+                raise
             delay = self._retry_later(claim)
-            why = f"{error.strerror or error}; next try in {delay:g} s"
-            where = f"{format.visible(str(error.filename))}: " if error.filename else ""
+            what = os.fsdecode(error.filename) if error.filename else "the post office"
             self._tell(
-                _DEFERRED,
-                f"letter {format.visible(claim.name)} stays queued: {where}{why} "
-                "(letters that need the drop log or the quarantine wait while this lasts)",
+                _SETTLE,
+                f"cannot log or set aside mail until this is fixed: "
+                f"{files.write_trouble(what, error)}; letter {claim.name} and any like it "
+                f"stay queued (next try in {delay:g} s)",
             )
+            why = f"{error.strerror or error}; next try in {delay:g} s"
             return Outcome(claim.name, Action.DEFERRED, why, message_id)
         return Outcome(claim.name, action, reason, message_id)
 
@@ -455,21 +534,35 @@ class Host:
         """The text goes to the context; a context that fails leaves the letter queued,
         to be tried again after a delay."""
         delivery = Delivery(message, format.frame(message), wake)
-        reason = None
+        reason, lasting = None, False
         try:
             entered = self.context.enter(delivery)
+        except ContextGone as gone:
+            claim.release()
+            self.say(f"{gone}: the session stops; message {message.id} stays queued")
+            raise
         except EntryFailed as failure:
-            entered, reason = False, str(failure)
-        except Exception:  # a failing context must not lose the letter
+            entered, reason, lasting = False, str(failure), failure.lasting
+        except Exception as error:  # a failing context must not lose the letter
+            if isinstance(error, OSError) and error.errno in OUT_OF_DESCRIPTORS:
+                claim.release()
+                raise
             entered = False
         if entered:
+            self._told.discard(_CONTEXT)
             self._guard.admit(message.sender.key, message.body, now)
             return Outcome(claim.name, Action.ENTER if wake else Action.STAGE, None, message.id)
         if self._stop.is_set():  # cut short by the shutdown: not a failure, not retried
             claim.release()
             return Outcome(claim.name, Action.LEFT, "the session is stopping", message.id)
         delay = self._retry_later(claim)
-        if reason is not None:
+        if lasting:
+            self._tell(
+                _CONTEXT,
+                f"cannot enter mail until this is fixed: {reason}; message {message.id} "
+                f"and the mail after it stay queued (next try in {delay:g} s)",
+            )
+        elif reason is not None:
             self.say(f"message {message.id} stays queued: {reason}; next try in {delay:g} s")
         return Outcome(claim.name, Action.FAILED, reason, message.id)
 
@@ -543,45 +636,180 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
     }
 
 
+ENTRY_START = b'{"id": '
+"""How every line pipost writes to a transcript begins (delivery_json's first key)."""
+LINE_LIMIT = 4 * LETTER_READ_LIMIT
+"""Bytes of a transcript line read to find its id: more than any line pipost writes
+(the worst a body's escapes make of a message, in its body and framed text, is
+about 1.4 times the letter's bound). A longer line is not an entry, and is passed
+over without being held."""
+_READ_CHUNK = 1 << 16
+
+
 class TranscriptContext:
-    """A JSON-lines transcript that is also the ledger: a line is flushed to disk
-    before the letter is unlinked, so a restart after any crash knows which ids
-    already entered. One listener per transcript (an exclusive lock says so)."""
+    """A JSON-lines transcript that is also the ledger: a line is written whole and
+    flushed to disk before the letter is unlinked, so a restart after any crash
+    knows which ids already entered. One listener per transcript (an exclusive
+    lock says so)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, files.FILE_MODE)
+        self._cut_back_to: int | None = None
+        """Where a line the disk did not take whole still has to be cut off, when
+        cutting it at once failed too: nothing may be written after it."""
+        self._fd = _open_transcript(path)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OSError(f"transcript {path} is in use by another listener") from None
+            self._ids = self._load()
+        except BaseException:
             os.close(self._fd)
-            raise OSError(f"transcript {path} is in use by another listener") from None
-        self._ids = self._load()
+            raise
 
     def _load(self) -> set[str]:
-        with open(self.path, "rb") as transcript:
-            raw = transcript.read()
-        complete = raw[: raw.rfind(b"\n") + 1]
-        if len(complete) != len(raw):  # a line torn by a crash never entered: cut it
-            os.ftruncate(self._fd, len(complete))
-        ids = set()
-        for line in complete.splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                ids.add(str(json.loads(line)["id"]))
-        return ids
+        """The ids the transcript holds, read a chunk at a time (memory does not
+        grow with its length); a last line pipost began and did not finish is cut."""
+        ledger = _scan_ledger(_chunks(self._fd))
+        if ledger.tail and _torn_by_us(ledger.tail):
+            os.ftruncate(self._fd, ledger.end)  # never entered: its letter is still queued
+        elif ledger.tail:  # whole, or someone else's: kept, and the next line starts anew
+            entry_id = _entry_id(ledger.tail)
+            if entry_id is not None:
+                ledger.ids.add(entry_id)
+        return ledger.ids
 
     def holds(self, message_id: str) -> bool | None:
         return message_id in self._ids
 
     def enter(self, delivery: Delivery) -> bool:
         line = json.dumps(delivery_json(delivery), ensure_ascii=False) + "\n"
-        os.write(self._fd, line.encode("utf-8"))
-        os.fsync(self._fd)
+        try:
+            self._append(line.encode("utf-8"))
+        except OSError as error:
+            trouble = files.write_trouble(f"the transcript {self.path}", error)
+            raise EntryFailed(trouble, lasting=True) from None
         self._ids.add(delivery.message.id)
         return True
 
+    def _append(self, line: bytes) -> None:
+        """The whole line, flushed; or, on any failure, none of it: a cut line would
+        have its id counted by nobody and the next line glued onto it."""
+        if self._cut_back_to is not None:
+            os.ftruncate(self._fd, self._cut_back_to)
+            self._cut_back_to = None
+        end = os.fstat(self._fd).st_size
+        if end and os.pread(self._fd, 1, end - 1) != b"\n":
+            line = b"\n" + line  # after a last line kept without its newline
+        try:
+            files.write_all(self._fd, line)
+            os.fsync(self._fd)
+        except OSError:
+            self._cut_back_to = end
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, end)
+                self._cut_back_to = None
+            raise
+
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _open_transcript(path: Path) -> int:
+    """The transcript, for appending, created 0600. A symlink at its name is refused,
+    not followed: in a shared folder another user could have planted it, to have
+    message text appended to a file of theirs, or of root's."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, files.FILE_MODE)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK) and path.is_symlink():
+            raise files.UnsafePath(
+                error.errno,
+                "a symlink, which pi-post never follows for a transcript; give the path of a file",
+                str(path),
+            ) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise files.UnsafePath(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    offset = 0
+    while chunk := os.pread(fd, _READ_CHUNK, offset):
+        offset += len(chunk)
+        yield chunk
+
+
+@dataclass
+class _Ledger:
+    """What a transcript holds, read line by line."""
+
+    ids: set[str]
+    """The ids of its whole lines that are entries."""
+    end: int
+    """Where its last whole line ends: after its last newline."""
+    tail: bytes | None
+    """What follows that newline (a last line without its own), or None when it is
+    longer than LINE_LIMIT (and was not held)."""
+
+
+def _scan_ledger(chunks: Iterator[bytes]) -> _Ledger:
+    """The ids in a transcript given as chunks of bytes, holding at most one line of
+    LINE_LIMIT bytes at a time: never the whole transcript."""
+    ids: set[str] = set()
+    line = bytearray()
+    too_long = False
+    end = offset = 0
+    for chunk in chunks:
+        start = 0
+        while True:
+            newline = chunk.find(b"\n", start)
+            if not too_long:
+                line += chunk[start:] if newline < 0 else chunk[start:newline]
+                too_long = len(line) > LINE_LIMIT
+                if too_long:
+                    line.clear()
+            if newline < 0:
+                break
+            entry_id = None if too_long else _entry_id(line)
+            if entry_id is not None:
+                ids.add(entry_id)
+            line.clear()
+            too_long = False
+            start = newline + 1
+            end = offset + start
+        offset += len(chunk)
+    return _Ledger(ids, end, None if too_long else bytes(line))
+
+
+def _entry_id(line: bytes | bytearray) -> str | None:
+    """The id of a transcript line, or None when the line is not an entry."""
+    try:
+        return str(json.loads(line)["id"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _torn_by_us(tail: bytes) -> bool:
+    """Whether a last line without its newline is one pipost began and did not finish
+    (a crash, or a cut-back that could not be done): it begins as pipost's lines do
+    and is not JSON. Only such a line is cut at start; any other may be whole (a
+    line of the user's, or an entry that lost only its newline) and is kept."""
+    if not ENTRY_START.startswith(tail[: len(ENTRY_START)]):
+        return False
+    try:
+        json.loads(tail)
+    except ValueError:
+        return True
+    return False
 
 
 class ExecContext:
@@ -598,6 +826,8 @@ class ExecContext:
         self.command = command
         self.environ = environ
         self.timeout_s = timeout_s
+        self.meanwhile: Callable[[], None] = _idle
+        """Called between the slices of a command's wait: the host's keep_alive."""
         self._running: subprocess.Popen[bytes] | None = None
         self._stopping = False
 
@@ -636,6 +866,8 @@ class ExecContext:
                 start_new_session=True,
             )
         except (OSError, ValueError) as error:  # ValueError: a NUL byte in a variable
+            if isinstance(error, OSError) and error.errno in OUT_OF_DESCRIPTORS:
+                raise  # not this message's trouble: the session ends (Host._enter)
             why = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise EntryFailed(f"could not start: {why}") from None
         with process:  # closes our end of its stdin, whatever it read
@@ -664,6 +896,7 @@ class ExecContext:
                 process.communicate(feed, timeout=_EXEC_WAIT_SLICE_S)
             except subprocess.TimeoutExpired:
                 feed = None  # communicate() keeps what it has not written yet
+            self.meanwhile()
             if process.returncode == 0:
                 return None  # taken, even if the stop came just as it finished
             if self._stopping:
@@ -686,6 +919,10 @@ class ExecContext:
         return reason
 
 
+def _idle() -> None:
+    """Nothing to do while a command runs (an ExecContext no host serves)."""
+
+
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)  # its own session: the group id is its pid
@@ -702,7 +939,8 @@ def _group_alive(process: subprocess.Popen[bytes]) -> bool:
 
 
 class StreamContext:
-    """One JSON line per message on a stream (standard output by default)."""
+    """One JSON line per message on a stream (standard output by default). A stream
+    whose reader went away, or that was closed, can take nothing more: ContextGone."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
@@ -714,6 +952,10 @@ class StreamContext:
         try:
             self.stream.write(json.dumps(delivery_json(delivery), ensure_ascii=False) + "\n")
             self.stream.flush()
-        except (OSError, ValueError):
-            return False
+        except BrokenPipeError:
+            raise ContextGone("the reader of its output is gone") from None
+        except ValueError:  # what a closed stream raises
+            raise ContextGone("its output is closed") from None
+        except OSError as error:
+            raise EntryFailed(error.strerror or str(error)) from None
         return True

@@ -65,7 +65,16 @@ def _pid_of(name: str) -> int | None:
 def running(root: StrPath, address: str) -> list[int]:
     """The pids of the listeners of ``address`` that run now, ascending (a pid twice
     when one process runs two). Reading only: nothing is created or removed."""
-    folder = files.walk(root, FOLDER, checked(address))
+    top = files.open_root(root)
+    if top is None:
+        return []
+    with top:
+        return running_below(top, address)
+
+
+def running_below(top: Folder, address: str) -> list[int]:
+    """As :func:`running`, below the open root ``top`` (a sweep asks it per address)."""
+    folder = top.walk(FOLDER, checked(address))
     if folder is None:
         return []
     with folder:

@@ -7,7 +7,9 @@ identical body within 10 s of the last one delivered is dropped, and so is an
 everything exchange a bounded number of messages in any window.
 
 The modes are tables, not branches; the guard is a small state machine whose
-clock is handed in. Nothing here touches the disk.
+clock is handed in: ms of a clock that never steps (the receiving process's
+monotonic clock, SPEC 6.1), so a wall clock stepped back neither drops every
+message for as long nor lets repeats through. Nothing here touches the disk.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The quarantine: ``quarantine/<address>/``, where a letter that is not a message
-is set aside, each with its reason beside it in ``<name>.reason``.
+is set aside, each with its reason beside it in ``<name>.reason``; a name too long
+for that is cut to fit, and the reason says the name it had.
 
 A letter set aside is never delivered and never destroyed (INV-10): it is moved,
 not copied, out of the mailbox it was claimed in, and only a letter too large to
@@ -36,6 +37,8 @@ CAP = 20
 receiver logs that it went (bounded, but never silently)."""
 
 REASON_SUFFIX = ".reason"
+NAME_MAX = 255
+"""The longest file name, in bytes, where the file system does not say."""
 REASON_READ_LIMIT = 4096
 """Bytes of a reason a listing shows: pipost writes short ones, but the folder is
 the user's, and a listing reads no file whole."""
@@ -64,6 +67,8 @@ def set_aside(top: Folder, inbox: Folder, address: str, name: str, reason: str) 
     bytes there, and the reason says so."""
     with top.make("quarantine", checked(address)) as folder:
         kept = _free_name(folder, name)
+        if not kept.startswith(name):
+            reason += f" (named {name} in the mailbox: cut to fit beside its reason)"
         info = inbox.lstat(name)
         oversize = stat.S_ISREG(info.st_mode) and info.st_size > LETTER_READ_LIMIT
         if oversize:
@@ -81,13 +86,33 @@ def set_aside(top: Folder, inbox: Folder, address: str, name: str, reason: str) 
 
 
 def _free_name(folder: Folder, name: str) -> str:
-    """``name``, or ``name.1``, ``name.2``...: a name set aside twice keeps both."""
+    """``name``, or ``name.1``, ``name.2``...: a name set aside twice keeps both. Its
+    head only, when the name and ``.reason`` would not fit in a file name: a letter
+    that cannot be moved would be logged again at every try, and never move."""
     taken = set(folder.names())
-    candidate, number = name, 0
+    room = _name_max(folder) - len(REASON_SUFFIX)
+    candidate, number = _head(name, room), 0
     while candidate in taken or candidate + REASON_SUFFIX in taken:
         number += 1
-        candidate = f"{name}.{number}"
+        suffix = f".{number}"
+        candidate = _head(name, room - len(suffix)) + suffix
     return candidate
+
+
+def _name_max(folder: Folder) -> int:
+    try:
+        limit = os.fpathconf(folder.fd, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return NAME_MAX
+    return limit if limit > 0 else NAME_MAX
+
+
+def _head(name: str, room: int) -> str:
+    """The longest head of ``name``, cut between characters, that is at most
+    ``room`` bytes on disk."""
+    while len(os.fsencode(name)) > room:
+        name = name[:-1]
+    return name
 
 
 def _evict_oldest(folder: Folder, address: str) -> tuple[str, ...]:

@@ -175,7 +175,7 @@ def write(root: StrPath, record: Record) -> None:
         folder.flush()
 
 
-def _read_named(folder: Folder, name: str) -> Record | None:
+def read_named(folder: Folder, name: str) -> Record | None:
     """The record in the file ``name``, whose address part is already checked."""
     try:
         raw = folder.read_bounded(name, RECORD_READ_LIMIT)
@@ -210,7 +210,7 @@ def read_in(top: Folder, address: str) -> Record | None:
     if folder is None:
         return None
     with folder:
-        return _read_named(folder, name)
+        return read_named(folder, name)
 
 
 def records_in(folder: Folder) -> list[Record]:
@@ -220,7 +220,7 @@ def records_in(folder: Folder) -> list[Record]:
         if name.startswith(".") or not name.endswith(".json"):
             continue
         if is_address(name[: -len(".json")]):
-            record = _read_named(folder, name)
+            record = read_named(folder, name)
             if record is not None:
                 found.append(record)
     return found

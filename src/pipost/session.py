@@ -139,14 +139,22 @@ def presence(record: Record, now: int, processes: ProcessTable) -> Presence:
     return Presence.LIVE if now - record.last_seen <= LIVE_WINDOW_MS else Presence.STALLED
 
 
-def record_is_sweepable(state: Presence, last_seen: int, now: int, queued: int) -> bool:
-    """All three conditions of SPEC 5; live or stalled sessions are never touched."""
+def record_is_sweepable(
+    state: Presence, last_seen: int, now: int, queued: int, receiving: bool
+) -> bool:
+    """All three conditions of SPEC 5; live or stalled sessions are never touched, nor
+    one whose listener runs (``receiving``), whatever its record says. A lastSeen
+    ahead of the clock (a clock stepped back) is a negative age: not a week old."""
+    if receiving:
+        return False
     return state is Presence.OFFLINE and now - last_seen > SWEEP_AFTER_MS and queued == 0
 
 
-def mailbox_is_sweepable(recorded: bool, entries: int) -> bool:
-    """Only an empty folder that no record names; a non-empty one is kept at any age."""
-    return not recorded and entries == 0
+def mailbox_is_sweepable(recorded: bool, entries: int, receiving: bool) -> bool:
+    """Only an empty folder that no record names and no running listener receives
+    from (one whose record could not be written, INV-23); a non-empty one is kept at
+    any age."""
+    return not recorded and entries == 0 and not receiving
 
 
 TEMPORARY_STALE_MS = 36 * 3600 * 1000

@@ -2,15 +2,23 @@
 :mod:`pipost.session` allow and nothing else — records of sessions offline for
 over 7 days with nothing queued, empty mailbox folders no record names, and
 before those the temporaries that writers which died left behind.
+
+A first look at the registry only picks the records worth a closer one: each is
+read again and judged once the mailbox's lock is held, since the session may have
+started meanwhile; a starting listener registers under that same lock
+(host.Host.start), so none registers between that reading and the unlink.
+Neither a record nor a mailbox of a session whose listener runs (listeners.py) is
+ever removed, whatever the record says or whether there is one: a listener that
+could not write its record still receives (INV-23).
 """
 
 from __future__ import annotations
 
 import stat
 
-from pipost import files
+from pipost import files, listeners
 from pipost.address import is_address
-from pipost.registry import record_name, records_in
+from pipost.registry import read_named, record_name, records_in
 from pipost.session import (
     Presence,
     mailbox_is_sweepable,
@@ -61,9 +69,8 @@ def sweep(root: StrPath, now: int, processes: ProcessTable) -> SweepReport:
         try:
             if registry is not None:
                 stale += _remove_stale_temporaries(registry, "registry", now)
-            removed_records = _sweep_records(registry, inbox, now, processes, stale)
-            recorded = set() if registry is None else {r.address for r in records_in(registry)}
-            removed_mailboxes = _sweep_mailboxes(inbox, recorded, now, stale)
+            removed_records = _sweep_records(top, registry, inbox, now, processes, stale)
+            removed_mailboxes = _sweep_mailboxes(top, registry, inbox, now, stale)
         finally:
             for folder in (registry, inbox):
                 if folder is not None:
@@ -95,6 +102,7 @@ def _remove_stale_temporaries(folder: Folder, where: str, now: int) -> list[str]
 
 
 def _sweep_records(
+    top: Folder,
     registry: Folder | None,
     inbox: Folder | None,
     now: int,
@@ -102,32 +110,60 @@ def _sweep_records(
     stale: list[str],
 ) -> list[str]:
     removed: list[str] = []
-    for record in [] if registry is None else records_in(registry):
+    if registry is None:
+        return removed
+    for record in records_in(registry):
         state = presence(record, now, processes)
         if state is not Presence.OFFLINE:
             continue
+        if not record_is_sweepable(state, record.last_seen, now, 0, False):
+            continue  # seen within 7 days at the first look: no closer one needed
         with _MailboxHeld(inbox, record.address, now, stale) as held:
-            if registry is not None and record_is_sweepable(state, record.last_seen, now, held):
+            # Read again under the lock: the session may have started since.
+            current = read_named(registry, record_name(record.address))
+            if current is None:
+                continue
+            state = presence(current, now, processes)
+            receiving = _listening(top, record.address)
+            if record_is_sweepable(state, current.last_seen, now, held, receiving):
                 registry.unlink(record_name(record.address))
                 removed.append(record.address)
-    if removed and registry is not None:
+    if removed:
         registry.flush()
     return removed
 
 
 def _sweep_mailboxes(
-    inbox: Folder | None, recorded: set[str], now: int, stale: list[str]
+    top: Folder, registry: Folder | None, inbox: Folder | None, now: int, stale: list[str]
 ) -> list[str]:
     removed: list[str] = []
     if inbox is None:
         return removed
     for address in sorted(name for name in inbox.names() if is_address(name)):
         with _MailboxHeld(inbox, address, now, stale) as entries:
-            if mailbox_is_sweepable(address in recorded, entries) and inbox.remove_empty(address):
+            # Asked of an empty folder alone, each only if the answer before it was no.
+            recorded = entries == 0 and _recorded(registry, address)
+            receiving = entries == 0 and not recorded and _listening(top, address)
+            if mailbox_is_sweepable(recorded, entries, receiving) and inbox.remove_empty(address):
                 removed.append(address)
     if removed:
         inbox.flush()
     return removed
+
+
+def _recorded(registry: Folder | None, address: str) -> bool:
+    """Whether a readable record names ``address`` now."""
+    return registry is not None and read_named(registry, record_name(address)) is not None
+
+
+def _listening(top: Folder, address: str) -> bool:
+    """Whether a listener of ``address`` runs (its file in listeners/ is locked); a
+    folder of listeners that cannot be read is taken for one that runs: the sweep
+    keeps what it cannot judge."""
+    try:
+        return bool(listeners.running_below(top, address))
+    except OSError:
+        return True
 
 
 class _MailboxHeld:

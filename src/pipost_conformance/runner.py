@@ -668,12 +668,14 @@ CHECKED_ON_PIPOST_ALONE: dict[str, list[str]] = {
     "INV-05": [
         "tests/invariants/test_mailbox_crashes.py",
         "tests/exchange/test_exec_stop.py",
+        "tests/exchange/test_full_disk.py",
         "tests/exchange/test_listeners.py",
         "tests/exchange/test_sigkill.py",
     ],
     "INV-06": [
         "tests/invariants/test_mailbox_crashes.py",
         "tests/exchange/test_delivery.py",
+        "tests/exchange/test_full_disk.py",
         "tests/exchange/test_listeners.py",
         "tests/exchange/test_sigkill.py",
     ],
@@ -682,6 +684,7 @@ CHECKED_ON_PIPOST_ALONE: dict[str, list[str]] = {
     "INV-11": ["tests/exchange/test_delivery.py"],
     "INV-14": ["tests/exchange/test_delivery.py", "tests/exchange/test_listeners.py"],
     "INV-15": ["tests/exchange/test_listeners.py"],
+    "INV-17": ["tests/exchange/test_sweeps.py"],
     "INV-18": ["tests/exchange/test_loops.py"],
     "INV-20": ["tests/exchange/test_delivery.py"],
     "INV-21": ["tests/exchange/test_interop_inbox.py"],
@@ -692,6 +695,7 @@ CHECKED_ON_PIPOST_ALONE: dict[str, list[str]] = {
         "tests/exchange/test_exec_stop.py",
         "tests/exchange/test_hostile_inbox.py",
         "tests/exchange/test_listeners.py",
+        "tests/exchange/test_sweeps.py",
     ],
 }
 """Invariant → the modules of pipost's repository (tests/invariants, tests/exchange)

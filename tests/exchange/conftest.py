@@ -254,6 +254,19 @@ class Exchange:
         done = self.run(*args)
         return SendResult(done.returncode, done.stdout, done.stderr)
 
+    def send_to_live(self, listener: Listener, body: str, *, label: str | None = None) -> Receipt:
+        """A send to a live listener, its receipt judged as SPEC 3.2 allows it either
+        way (INV-11): "delivered" only if the letter is off disk when the sender
+        returns; "queued" too, since a receiver on a loaded machine may take longer
+        than the 1.5 s the sender waits. What entered the context is the caller's
+        to check; the receipt's timing is never this test's verdict."""
+        receipt = self.send(listener.address, body, label=label).receipt()
+        assert receipt.address == listener.address
+        letter = self.root / "inbox" / receipt.address / f"{receipt.message_id}.json"
+        if receipt.outcome == "delivered":
+            assert not letter.exists(), "said delivered while the letter is still on disk"
+        return receipt
+
     def queued(self, address: str) -> int:
         return mailbox.count(self.root, address)
 

@@ -21,11 +21,8 @@ pytestmark = pytest.mark.exchange
 def test_a_send_to_a_live_listener_is_delivered_into_its_context(exchange: Exchange) -> None:
     listener = exchange.listen("live-one")
 
-    result = exchange.send(listener.address, "are you there?", label="hook")
+    receipt = exchange.send_to_live(listener, "are you there?", label="hook")
 
-    assert result.returncode == 0, result.stderr
-    receipt = result.receipt()
-    assert result.stdout == f"delivered {listener.address} {receipt.message_id}\n"
     entry = listener.next_json()
     assert (entry["id"], entry["body"], entry["wake"]) == (
         receipt.message_id,
@@ -69,11 +66,10 @@ def test_with_resume_stage_start_up_mail_waits_for_the_first_prompt(exchange: Ex
 
     restarted = exchange.listen("stager", env=stage)
     at_start = restarted.next_json()
-    live = exchange.send(listener.address, "arrived while running", label="hook").receipt()
+    live = exchange.send_to_live(restarted, "arrived while running", label="hook")
     while_running = restarted.next_json()
 
     assert (at_start["id"], at_start["wake"]) == (waiting.message_id, False)
-    assert live.outcome == "delivered"
     assert (while_running["id"], while_running["wake"]) == (live.message_id, True)
 
 
@@ -153,10 +149,8 @@ def test_when_one_of_two_listeners_on_an_address_stops_the_other_keeps_it_live(
     second = exchange.listen("twin", also=True)  # registers last: the record names it
     assert first.terminate() == 0
 
-    record = registry.read(exchange.root, second.address)
-    assert record is not None and record.pid == second.pid
-    receipt = exchange.send(second.address, "still there?", label="hook").receipt()
-    assert receipt.outcome == "delivered"
+    exchange.wait_live(second)  # the record names the one still running
+    receipt = exchange.send_to_live(second, "still there?", label="hook")
     assert second.next_json()["id"] == receipt.message_id
 
 
@@ -183,10 +177,9 @@ def test_a_listener_whose_standard_error_is_gone_goes_on_taking_mail(
     listener = Listener("no-stderr", process, nothing_said, stream=True)
     exchange.wait_live(listener)
 
-    receipt = exchange.send(listener.address, "still there?").receipt()
+    receipt = exchange.send_to_live(listener, "still there?")
 
     assert listener.next_json()["id"] == receipt.message_id
-    assert receipt.outcome == "delivered"
     assert process.poll() is None
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=WAIT_S) == 0

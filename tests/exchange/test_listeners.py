@@ -96,8 +96,7 @@ def test_a_second_listener_for_a_session_is_refused_naming_the_running_one(
         "(stop it, or pass --also to run this one beside it)\n"
     )
     assert registry.read(exchange.root, first.address) == record, "the record is untouched"
-    receipt = exchange.send(first.address, "still yours", label="hook").receipt()
-    assert receipt.outcome == "delivered"
+    receipt = exchange.send_to_live(first, "still yours", label="hook")
     assert first.next_json()["id"] == receipt.message_id
 
 
@@ -112,8 +111,7 @@ def test_with_also_the_record_stays_live_until_the_last_listener_stops(
         f"pi-post: stopped; {second.address} handed to pid {first.pid}\n"
     )
     exchange.wait_live(first)
-    receipt = exchange.send(first.address, "who is there?", label="hook").receipt()
-    assert receipt.outcome == "delivered"
+    receipt = exchange.send_to_live(first, "who is there?", label="hook")
     assert first.next_json()["id"] == receipt.message_id
 
     assert first.terminate() == 0

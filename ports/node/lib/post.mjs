@@ -217,22 +217,25 @@ export class PostOffice {
           }
           if (!box) return;
           staleTemps(box, `inbox/${address}`);
-          const record = records.get(address);
+          // Read again under the lock: the session may have registered since the
+          // first look (SPEC 5), and its new record is the one to judge.
+          const record = this.registry.read(address);
+          records.delete(address);
           if (record && box.names().length === 0 && expired(record)) {
             this.registry.remove(address);
             removed.records_removed.push(address);
-            records.delete(address);
+          } else if (record) {
+            return; // named by a record: kept
           }
-          if (!records.has(address)) {
-            try {
-              fs.rmdirSync(inbox.at(address)); // fails on anything still inside: mail outranks tidiness
-              removed.mailboxes_removed.push(address);
-            } catch {}
-          }
+          try {
+            fs.rmdirSync(inbox.at(address)); // fails on anything still inside: mail outranks tidiness
+            removed.mailboxes_removed.push(address);
+          } catch {}
         });
       }
-      for (const [address, record] of records) {
-        if (!inbox?.lstat(address) && expired(record)) {
+      for (const address of records.keys()) {
+        const record = this.registry.read(address); // as it is now, not as first read
+        if (record && !inbox?.lstat(address) && expired(record)) {
           this.registry.remove(address);
           removed.records_removed.push(address);
         }

@@ -70,8 +70,11 @@ function logDrop(root, address, letterName, message, why, now) {
 // the claims of letters that entered but could not be unlinked: no receiver
 // takes those, and their unlink is tried again first thing at the next drain.
 export class Receiver {
-  constructor(post, address, context) {
+  // `monotonic()`: ms on a clock that never steps, for the loop guard's windows
+  // (SPEC 6.1); the wall clock (post.clock) only stamps the drop log.
+  constructor(post, address, context, monotonic) {
     this.post = post;
+    this.monotonic = monotonic;
     this.address = address;
     this.context = context;
     this.guard = new LoopGuard();
@@ -107,7 +110,7 @@ export class Receiver {
       }
       const drop = refusesInbound(inbound)
         ? reason("inbound_refused", "this session refuses inbound mail (PI_POST_INBOUND=refuse)")
-        : this.guard.judge(message, now());
+        : this.guard.judge(message, this.monotonic());
       if (drop) {
         logDrop(this.post.root, this.address, claim.name, message, drop, now());
         this.finish(claim, unlinkAllowed);
@@ -121,7 +124,7 @@ export class Receiver {
         break;
       }
       this.context.enter(message.id);
-      this.guard.admit(message, now());
+      this.guard.admit(message, this.monotonic());
       report.entered.push({ message, text, on_disk: onDisk, wake: wakes });
       if (crashAfterEntry) {
         claim.release();

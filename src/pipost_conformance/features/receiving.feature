@@ -195,6 +195,31 @@ Feature: Receiving — where "delivered" is decided
     Then the context of "bob" holds the first 8 of them, in order
     And "bob" dropped, by the loop guard, the last message sent
 
+  @must @INV-18
+  Scenario: the wall clock steps back an hour: a repeat 11 s later enters, one 5 s later is dropped
+    # The windows run on a clock that never steps (SPEC 6.1): on the wall clock
+    # every repeat would be dropped for the whole hour.
+    When I send "same words" to "bob" as "looper"
+    And "bob" takes its mail
+    And the clock advances by 11 seconds
+    And the wall clock steps back by 1 hour
+    And I send "same words" to "bob" as "looper"
+    And "bob" takes its mail
+    Then the context of "bob" holds "same words" twice
+    When the clock advances by 5 seconds
+    And I send "same words" to "bob" as "looper"
+    And "bob" takes its mail
+    Then "bob" dropped, by the loop guard, the last message sent
+
+  @must @INV-18
+  Scenario: the wall clock steps back an hour: 30 s after 8 messages, the next one enters
+    When "chatty" sends 8 different messages to "bob", 3 seconds apart, "bob" taking each
+    And the clock advances by 30 seconds
+    And the wall clock steps back by 1 hour
+    And I send "one more" to "bob" as "chatty"
+    And "bob" takes its mail
+    Then the loop guard let "one more" into the context of "bob"
+
   # -- the boundary -----------------------------------------------------------------------
 
   @must @INV-19

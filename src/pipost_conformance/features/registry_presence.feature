@@ -25,6 +25,11 @@ Feature: Presence, and records that outlive their processes
       | 3 days                       | stalled  |
 
   @INV-15 @must
+  Scenario: a session seen ahead of the clock (the wall clock stepped back) is live, not stalled
+    When the wall clock steps back by 1 hour
+    Then "alice" is live
+
+  @INV-15 @must
   Scenario: a stalled session that beats again is live again
     Given the clock advances by 2 minutes
     When "alice" heartbeats

@@ -22,6 +22,13 @@ Feature: Sweeps: messages outrank tidiness
       | live     | 10 seconds         | 0      | kept    |
 
   @INV-17 @must
+  Scenario: a record seen ahead of the clock (the wall clock stepped back 8 days) is not unseen for 7 days
+    Given a session "old" in "{scratch}/home/dev/old" that is offline, last seen 1 minute ago
+    And the wall clock steps back by 8 days
+    When the post office is swept
+    Then the record of "old" was kept
+
+  @INV-17 @must
   Scenario: the sweep judges every record: a live or stalled one does not shield the stale ones after it
     # By address, "dave" comes first, then "alice", "carol", "erin" and "bob".
     Given an offline session "dave" in "{scratch}/home/dev/dave" last seen 30 days ago
@@ -66,6 +73,16 @@ Feature: Sweeps: messages outrank tidiness
     Then the sweep removed the mailbox folder of "s-0123456789ab"
     And the mailbox folder of "alice" exists
     And the record of "alice" was kept
+
+  @INV-17 @must
+  Scenario: a session that registers while the sweep waits for its mailbox is judged by its new record
+    # Its receiver starting, as the sweep that found its old record waits for the
+    # mailbox's lock: the record is read again under the lock, and kept.
+    Given an offline session "back" in "{scratch}/home/dev/back" last seen 8 days ago
+    And an empty mailbox folder for "back"
+    When the post office is swept while "back" registers again, the sweep waiting for its mailbox
+    Then the record of "back" was kept
+    And the mailbox folder of "back" exists
 
   @INV-17 @must
   Scenario: a swept record takes its empty mailbox folder with it

@@ -283,6 +283,13 @@ def holds_twice(context: Context, label: str, body: str) -> None:
     assert found.count(body) == 2, f"the context of {label} holds {found}"
 
 
+@then(f"the loop guard let {QUOTED} into the context of {QUOTED}")
+@checks("INV-18")
+def let_in_by_the_guard(context: Context, body: str, label: str) -> None:
+    found = reception(context).bodies(label)
+    assert body in found, f"the context of {label} holds {found}"
+
+
 @then(f"the context of {QUOTED} holds nothing")
 @checks("INV-05", "INV-06")
 def holds_nothing(context: Context, label: str) -> None:

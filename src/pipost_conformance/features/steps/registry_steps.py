@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import threading
+import time
+from pathlib import Path
 
 from behave import given, then, when
 from behave.runner import Context
@@ -168,6 +173,85 @@ def look_up_record(context: Context, label: str) -> None:
 @when("the post office is swept")
 def swept(context: Context) -> None:
     world(context).act("sweep")
+
+
+@when(f"the post office is swept while {QUOTED} registers again, the sweep waiting for its mailbox")
+def swept_while_registering(context: Context, label: str) -> None:
+    """The sweep's first look at the registry finds the old record; then it waits for
+    the mailbox's lock, held here as a sender holds it while it deposits; meanwhile
+    the session registers again, its record replaced by hand as pi-post 0.7 writes
+    it (a running pid, seen now). Who waits for a lock is read from /proc/locks."""
+    if not Path(LOCKS).exists():
+        context.scenario.skip(f"sees who waits for a lock in {LOCKS}, which Linux has")
+        return
+    the = world(context)
+    folder = the.inbox(label)
+    record = _record_for(the, label, text_of(dict_of(the.record(label))["cwd"]))
+    record["pid"] = int_of(the.call("process_start")["pid"])
+    raised: list[BaseException] = []
+
+    def sweep() -> None:
+        try:
+            the.act("sweep")
+        except BaseException as error:  # raised again in the scenario's thread
+            raised.append(error)
+
+    sweeper = threading.Thread(target=sweep, daemon=True)
+    held = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        sweeper.start()
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while sweeper.is_alive() and not _awaited(folder):
+            assert time.monotonic() < deadline, f"the sweep neither ended nor waited for {folder}"
+            time.sleep(0.001)
+        registry = the.root / "registry"
+        temporary = registry / f".{record['address']}.feature.tmp"
+        write_private(temporary, json.dumps(record).encode())
+        temporary.rename(registry / f"{record['address']}.json")
+    finally:
+        os.close(held)  # the lock goes with it
+    sweeper.join(timeout=LOCK_WAIT_S)
+    assert not sweeper.is_alive(), "the sweep did not end once the mailbox was free"
+    if raised:
+        raise raised[0]
+
+
+LOCKS = "/proc/locks"
+LOCK_WAIT_S = 60.0
+"""How long a sweep may take to reach the mailbox's lock, or to end once it is free:
+a bound against hanging, never a verdict."""
+
+
+def _awaited(folder: Path) -> bool:
+    """Whether someone waits for the lock of ``folder``, which the step holds through
+    one descriptor: blocked in flock (a line of /proc/locks marked ``->`` that names
+    its inode), or holding the folder open beside the step's own, as a waiter that
+    tries the lock again and again (pipost bounds its waits so) does."""
+    inode = os.stat(folder).st_ino
+    with open(LOCKS) as locks:
+        if any("->" in line and f":{inode} " in line for line in locks):
+            return True
+    return _descriptors_on(folder) > 1
+
+
+def _descriptors_on(path: Path) -> int:
+    """How many descriptors are open on ``path`` in the processes this one may look
+    into (/proc/<pid>/fd)."""
+    wanted = os.stat(path)
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or not ours to look into
+            continue
+        for fd in descriptors:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            count += (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino)
+    return count
 
 
 @then("the sweep removed nothing")

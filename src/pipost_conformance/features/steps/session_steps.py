@@ -31,6 +31,13 @@ def clock_advances(context: Context, duration: str) -> None:
     world(context).call("advance_clock", ms=duration_ms(duration))
 
 
+@step(r"the wall clock steps back by (.+)")
+def clock_steps_back(context: Context, duration: str) -> None:
+    """The machine's clock set back (by hand, or by NTP): no time passes, and a clock
+    that never steps stays where it was (docs/conformance.md)."""
+    world(context).call("advance_clock", ms=-duration_ms(duration))
+
+
 # -- sessions -------------------------------------------------------------------------
 
 
