@@ -528,20 +528,16 @@ def measured() -> dict[str, str]:
 
 
 def mutated() -> dict[str, str]:
-    """The variables by which nox -s mutation follows a child started with an
-    environment of its own: the mutant mutmut runs (without it, the child runs the
-    code unmutated, and no mutant of what only a child runs could be killed), and,
-    while mutmut records what each test reaches, the test the child's record names and
-    where it is written (tools/under_mutmut/sitecustomize.py)."""
-    harness = ("MUTANT_UNDER_TEST", "PIPOST_MUTATION_TEST", "PIPOST_MUTATION_RECORDS")
-    return {name: os.environ[name] for name in harness if name in os.environ}
+    """The mutant nox -s mutation runs, for a child started with an environment of its
+    own: without it, the child runs the code unmutated, and no mutant of what only a
+    child runs could be killed."""
+    mutant = os.environ.get("MUTANT_UNDER_TEST")
+    return {} if mutant is None else {"MUTANT_UNDER_TEST": mutant}
 
 
 def python_path_first(source: Path) -> str:
     """PYTHONPATH for a child that runs the pipost of ``source`` (a copy of src/): it
-    first, then this process's own. Under nox -s mutation, that holds the recorder of
-    what each child reaches (tools/under_mutmut): without it, mutmut never learns that
-    the test reaches what only its child runs, and no mutant of it is tried there."""
+    first, then this process's own."""
     given = [folder for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
     return os.pathsep.join([str(source), *given])
 

@@ -470,7 +470,8 @@ def test_help_names_every_command(tmp_path: Path, argv: list[str]) -> None:
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 @pytest.mark.parametrize("option", ["--bogus", "--bogus=1"])
 def test_an_unknown_option_is_refused(tmp_path: Path, command: str, option: str) -> None:
-    ran = run([command, option], tmp_path / "post")
+    # The contract gate runs in a child interpreter, in the working directory.
+    ran = run([command, option], tmp_path / "post", cwd=str(tmp_path))
     # The contract gate's and the conformance kit's 2 says they could not run, as CI
     # reads it (docs/contract.md, docs/conformance.md).
     assert ran.code == (2 if command in ("contract", "conformance") else 1)
@@ -826,12 +827,21 @@ def test_the_contract_gate_judges_the_checkout_that_holds_the_working_directory(
     this one's pipost does not load, and the gate says so (docs/contract.md)."""
     monkeypatch.delenv("PIPOST_CONTRACT_TREE", raising=False)  # set only in such a rerun
     tree = tmp_path / "tree"
-    (tree / "src" / "pipost").mkdir(parents=True)
+    (tree / "src" / "pipost" / "contract").mkdir(parents=True)
     (tree / "pyproject.toml").write_text('[project]\nname = "pipost"\n', encoding="utf-8")
-    (tree / "src" / "pipost" / "contract_pins.json").write_text("{}", encoding="utf-8")
+    (tree / "src" / "pipost" / "contract" / "pins.json").write_text("{}", encoding="utf-8")
     (tree / "docs").mkdir()
     ran = run(["contract"], tmp_path / "post", cwd=str(tree / "docs"))
     assert ran == Ran(2, "", f"pi-post: could not load pipost from {tree / 'src'}\n")
+
+
+def test_the_contract_gate_cannot_run_in_a_working_directory_that_is_gone(
+    tmp_path: Path,
+) -> None:
+    """It runs in a child interpreter, in that folder: exit 2, as the gate's own
+    "could not run" (docs/contract.md), and the folder named."""
+    ran = run(["contract"], tmp_path / "post", cwd=str(tmp_path / "gone"))
+    assert ran == Ran(2, "", f"pi-post: {tmp_path / 'gone'}: No such file or directory\n")
 
 
 def test_the_conformance_kit_takes_its_paths_from_the_working_directory(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipost import compatibility
-from pipost.compatibility import (
+from pipost.contract import compatibility
+from pipost.contract.compatibility import (
     ADDED,
     BREAKING,
     CHANGED,
@@ -18,13 +18,13 @@ from pipost.compatibility import (
     UNCHANGED,
     UNPINNED,
     Content,
-    Finding,
+    FacetChange,
     Json,
+    PartVerdict,
     PinRefused,
     Pins,
     Revision,
     Rule,
-    Verdict,
 )
 
 LETTER: Json = {"input": {"json": {"v": 1}}, "result": {"accepted": {"v": 1, "name": "n"}}}
@@ -241,7 +241,7 @@ def test_a_part_never_pinned_is_unpinned_with_nothing_to_be_judged_against() -> 
     content: Content = {"field:v": {}}
     judged = compatibility.judge("message", 1, content, pins_of({}, part="record"))
     print_ = compatibility.fingerprint(content)
-    assert judged == Verdict("message", 1, None, UNPINNED, print_, ())
+    assert judged == PartVerdict("message", 1, None, UNPINNED, print_, ())
     assert judged.exit_status == 1
 
 
@@ -255,11 +255,11 @@ def test_a_version_below_the_latest_never_pinned_is_stray_judged_against_the_one
     }
     content: Content = {"field:v": {"const": 2}}
     judged = compatibility.judge("message", 2, content, pins)
-    changed = Finding(
+    changed = FacetChange(
         "message", "message.field-changed", "field:v", CHANGED, {"const": 1}, {"const": 2}, True
     )
     print_ = compatibility.fingerprint(content)
-    assert judged == Verdict("message", 2, None, STRAY, print_, (changed,))
+    assert judged == PartVerdict("message", 2, None, STRAY, print_, (changed,))
     assert judged.exit_status == 1
 
 

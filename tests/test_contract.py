@@ -15,22 +15,31 @@ from typing import Any
 
 import pytest
 
-from pipost import compatibility, contract, driver, files, gate, mailbox, message, schemas, session
-from pipost.compatibility import BREAKING, COMPATIBLE, UNCHANGED, Content, Json, Revision, Verdict
+from pipost import driver, files, mailbox, message, schemas, session
+from pipost.contract import compatibility, gate, gathering
+from pipost.contract.compatibility import (
+    BREAKING,
+    COMPATIBLE,
+    UNCHANGED,
+    Content,
+    Json,
+    PartVerdict,
+    Revision,
+)
 from pipost_conformance import INTEROP
 from tests.helpers import python_under_c_locale
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 
-def judged() -> dict[str, Verdict]:
+def judged() -> dict[str, PartVerdict]:
     """Each part now, against the pins of the tree."""
-    pins = contract.load_pins()
-    contents = contract.gather_all(pins, contract.load_corpus())
-    return {verdict.part: verdict for verdict in contract.judge_all(pins, contents)}
+    pins = gathering.load_pins()
+    contents = gathering.gather_all(pins, gathering.load_corpus())
+    return {verdict.part: verdict for verdict in gathering.judge_all(pins, contents)}
 
 
-def rules_of(verdict: Verdict) -> set[tuple[str, str]]:
+def rules_of(verdict: PartVerdict) -> set[tuple[str, str]]:
     return {(finding.rule, finding.facet) for finding in verdict.findings}
 
 
@@ -40,13 +49,13 @@ def test_the_contract_matches_its_pins() -> None:
     report = gate.judge_tree(None, CHECKOUT)
     data = gate.report_data(report, CHECKOUT)
     assert report.exit_status == 0, json.dumps(data, indent=1, ensure_ascii=False)[:4000]
-    assert {v.part: v.state for v in report.verdicts} == dict.fromkeys(contract.PARTS, UNCHANGED)
+    assert {v.part: v.state for v in report.verdicts} == dict.fromkeys(gathering.PARTS, UNCHANGED)
 
 
 def test_every_part_has_its_version_and_is_pinned_at_it() -> None:
-    pins = contract.load_pins()
-    assert list(contract.versions()) == list(contract.PARTS)
-    for part, version in contract.versions().items():
+    pins = gathering.load_pins()
+    assert list(gathering.versions()) == list(gathering.PARTS)
+    for part, version in gathering.versions().items():
         assert version in pins[part], f"{part} v{version} is not pinned"
 
 
@@ -54,7 +63,7 @@ def test_the_address_rule_is_the_reference_vectors_through_address_of() -> None:
     reference = json.loads((INTEROP / "address-vectors.json").read_text(encoding="utf-8"))
     content = judged()["address"]
     assert content.state == UNCHANGED
-    derived = contract.gather("address", contract.load_corpus()["address"])
+    derived = gathering.gather("address", gathering.load_corpus()["address"])
     results = {
         case["input"]: case["result"]
         for f, case in derived.items()
@@ -64,7 +73,7 @@ def test_the_address_rule_is_the_reference_vectors_through_address_of() -> None:
 
 
 def test_the_corpus_reads_the_letters_pi_post_0_7_wrote() -> None:
-    content = contract.gather("message", contract.load_corpus()["message"])
+    content = gathering.gather("message", gathering.load_corpus()["message"])
     case = content["parse:process-letter-of-pi-post-0.7"]
     assert isinstance(case, dict) and isinstance(case["result"], dict)
     assert case["result"]["accepted"] == json.loads(
@@ -82,8 +91,8 @@ def test_the_parser_alone_changing_the_wire_is_breaking(monkeypatch: pytest.Monk
     verdict = judged()["message"]
     assert verdict.state == BREAKING
     assert rules_of(verdict) == {("parse.changed", "parse:unknown-field")}
-    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
-    assert contract.contradictions(contents) == [
+    contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
+    assert gathering.contradictions(contents) == [
         "message: the schema refuses parse:unknown-field, which the parser accepts"
     ]
 
@@ -102,7 +111,7 @@ def test_the_encoder_alone_changing_the_wire_is_breaking(monkeypatch: pytest.Mon
     assert verdict.state == BREAKING
     assert {rule for rule, _ in rules_of(verdict)} == {"encoding.changed"}
     assert {facet for _, facet in rules_of(verdict)} == {
-        f"encode:{name}" for name in contract.load_corpus()["message"]["encode"]
+        f"encode:{name}" for name in gathering.load_corpus()["message"]["encode"]
     }
 
 
@@ -136,7 +145,7 @@ def test_a_lock_taken_otherwise_is_breaking(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_changed_derivation_is_breaking(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(contract, "address_of", lambda session_id: "s-000000000000")
+    monkeypatch.setattr(gathering, "address_of", lambda session_id: "s-000000000000")
     verdict = judged()["address"]
     assert verdict.state == BREAKING
     assert {rule for rule, _ in rules_of(verdict)} == {"address.derivation-changed"}
@@ -163,8 +172,8 @@ def test_an_optional_record_field_is_compatible_and_pins_as_the_next_revision(
     verdict = judged()["record"]
     assert (verdict.state, verdict.exit_status) == (COMPATIBLE, 0)
     assert rules_of(verdict) == {("record.field-added", "field:host")}
-    pins = contract.load_pins()
-    contents = contract.gather_all(pins, contract.load_corpus())
+    pins = gathering.load_pins()
+    contents = gathering.gather_all(pins, gathering.load_corpus())
     version = session.VERSION
     pinned, said = compatibility.pin("record", version, contents["record"], pins, pins)
     revisions = len(pins["record"][version])
@@ -182,8 +191,8 @@ def test_a_schema_that_contradicts_the_code_is_refused(monkeypatch: pytest.Monke
     monkeypatch.setattr(
         schemas, "load", lambda name: real(name.replace(f"message.v{then}", f"message.v{now}"))
     )
-    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
-    problems = contract.contradictions(contents)
+    contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
+    problems = gathering.contradictions(contents)
     assert problems[:3] == [
         f"message: the $id of message.v{then}.schema.json does not end in :v{then}, the version "
         "the code carries out",
@@ -195,24 +204,24 @@ def test_a_schema_that_contradicts_the_code_is_refused(monkeypatch: pytest.Monke
 def test_a_letter_an_earlier_version_accepted_must_still_read_the_same() -> None:
     """New readers read old mail: each pinned corpus of an earlier version goes
     through today's parser."""
-    content = contract.gather("message", contract.load_corpus()["message"])
+    content = gathering.gather("message", gathering.load_corpus()["message"])
     accepted = {f: c for f, c in content.items() if f == "parse:session-letter"}
     pins = {"message": {0: [Revision.of(accepted)]}}
-    assert contract.old_mail(pins) == []
+    assert gathering.old_mail(pins) == []
     case = accepted["parse:session-letter"]
     assert isinstance(case, dict) and isinstance(case["input"], dict)
     stranded: Content = {"parse:v-0": {**case, "input": {**case["input"], "json": {"v": 0}}}}
-    problems = contract.old_mail({"message": {0: [Revision.of(stranded)]}})
+    problems = gathering.old_mail({"message": {0: [Revision.of(stranded)]}})
     assert problems == [
         'message v0 parse:v-0: accepted by v0, now read as {"rejected": "bad_field", "field": "v"}'
     ]
 
 
 def test_a_corpus_entry_is_never_rewritten_under_a_pinned_name() -> None:
-    corpus = contract.load_corpus()
+    corpus = gathering.load_corpus()
     changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
-    with pytest.raises(contract.CorpusError) as refused:
-        contract.gather_all(contract.load_pins(), changed)
+    with pytest.raises(gathering.CorpusError) as refused:
+        gathering.gather_all(gathering.load_pins(), changed)
     assert str(refused.value) == (
         "corpus entry address/derive/abc differs from the input its pin holds; a pinned case "
         "is never rewritten: add the new case under a new name"
@@ -220,10 +229,10 @@ def test_a_corpus_entry_is_never_rewritten_under_a_pinned_name() -> None:
 
 
 def test_a_new_corpus_entry_is_a_compatible_change() -> None:
-    corpus = contract.load_corpus()
+    corpus = gathering.load_corpus()
     grown = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "new": "n"}}}
-    pins = contract.load_pins()
-    verdicts = {v.part: v for v in contract.judge_all(pins, contract.gather_all(pins, grown))}
+    pins = gathering.load_pins()
+    verdicts = {v.part: v for v in gathering.judge_all(pins, gathering.gather_all(pins, grown))}
     assert verdicts["address"].state == COMPATIBLE
     assert rules_of(verdicts["address"]) == {("corpus.entry-added", "derive:new")}
 
@@ -238,33 +247,33 @@ def test_gathering_the_contract_leaves_nothing_behind(
     scratch.mkdir()
     monkeypatch.chdir(here)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    contract.gather_all(contract.load_pins(), contract.load_corpus())
+    gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
     assert (os.listdir(here), os.listdir(scratch)) == ([], [])
 
 
 def test_the_corpus_is_that_of_the_version_the_code_declares_not_of_a_later_pin() -> None:
     """Pins of a later version (a bump taken back in the code) hold cases of their own:
     the gate gathers from the newest pin of the version the code declares."""
-    pins = contract.load_pins()
-    version = contract.versions()["address"]
+    pins = gathering.load_pins()
+    version = gathering.versions()["address"]
     later: Content = {"derive:later": {"input": "later", "result": "s-000000000000"}}
     grown = {**pins, "address": {**pins["address"], version + 1: [Revision("sha256:x", later)]}}
-    inputs = contract.corpus_for("address", {}, grown)
+    inputs = gathering.corpus_for("address", {}, grown)
     assert "later" not in inputs["derive"]
-    assert inputs == contract.inputs_of(pins["address"][version][-1].content)
+    assert inputs == gathering.inputs_of(pins["address"][version][-1].content)
 
 
 def test_a_corpus_entry_named_with_a_colon_is_read_back_from_its_pin_under_that_name() -> None:
     """A facet is ``kind:name``; only the first colon ends the kind, so the next run
     gathers the entry again under the name it was pinned as."""
-    gathered = contract.gather("address", {"derive": {"utf8:é": "é"}})
+    gathered = gathering.gather("address", {"derive": {"utf8:é": "é"}})
     assert "derive:utf8:é" in gathered
-    assert contract.inputs_of(gathered)["derive"]["utf8:é"] == "é"
+    assert gathering.inputs_of(gathered)["derive"]["utf8:é"] == "é"
 
 
 def test_the_schemas_agree_with_the_parser_on_every_corpus_file() -> None:
-    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
-    assert contract.contradictions(contents) == []
+    contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
+    assert gathering.contradictions(contents) == []
 
 
 def test_prose_in_the_schemas_is_not_part_of_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -321,34 +330,34 @@ def test_a_lock_on_a_file_outside_the_post_office_is_shown_as_a_question_mark(
 ) -> None:
     (tmp_path / "post").mkdir()
     with open(tmp_path / "elsewhere", "w") as outside:
-        assert contract._where(tmp_path / "post", outside.fileno()) == "?"
+        assert gathering._where(tmp_path / "post", outside.fileno()) == "?"
 
 
 def test_long_strings_inside_a_list_are_pinned_as_their_digest() -> None:
-    text = "x" * (contract._LONG + 1)
+    text = "x" * (gathering._LONG + 1)
     digest = hashlib.sha256(text.encode()).hexdigest()
-    assert contract._shorten(["short", text]) == [
+    assert gathering._shorten(["short", text]) == [
         "short",
         f"<{len(text)} characters, sha256 {digest}>",
     ]
 
 
 def test_a_string_is_pinned_as_its_digest_only_past_the_mark_and_a_lone_surrogate_too() -> None:
-    at_the_mark = "x" * contract._LONG
-    assert contract._shorten(at_the_mark) == at_the_mark
+    at_the_mark = "x" * gathering._LONG
+    assert gathering._shorten(at_the_mark) == at_the_mark
     # A string Python holds but UTF-8 cannot encode (a lone surrogate) is pinned too.
-    lone = "\ud800" * (contract._LONG + 1)
+    lone = "\ud800" * (gathering._LONG + 1)
     digest = hashlib.sha256(lone.encode("utf-8", "surrogatepass")).hexdigest()
-    assert contract._shorten(lone) == f"<{len(lone)} characters, sha256 {digest}>"
+    assert gathering._shorten(lone) == f"<{len(lone)} characters, sha256 {digest}>"
 
 
 def test_a_json_file_of_the_corpus_is_written_compactly_and_in_utf_8() -> None:
     given: Json = {"json": {"body": "grüße", "n": [1, 2]}, "file_name": "x.json"}
-    assert contract.file_bytes(given) == ('{"body":"grüße","n":[1,2]}'.encode(), "x.json")
+    assert gathering.file_bytes(given) == ('{"body":"grüße","n":[1,2]}'.encode(), "x.json")
 
 
 def test_a_schema_without_properties_or_required_has_no_field_and_requires_nothing() -> None:
-    assert contract.schema_facets({"type": "object", "title": "prose"}) == {
+    assert gathering.schema_facets({"type": "object", "title": "prose"}) == {
         "required": [],
         "closed": False,
         "schema": {"type": "object"},
@@ -357,26 +366,26 @@ def test_a_schema_without_properties_or_required_has_no_field_and_requires_nothi
 
 @pytest.mark.parametrize("part", ["message", "record", "address", "cli"])
 def test_a_part_gathered_from_no_cases_is_what_it_has_besides_its_cases(part: str) -> None:
-    given = contract.load_corpus()[part]
-    whole = contract.gather(part, given)
+    given = gathering.load_corpus()[part]
+    whole = gathering.gather(part, given)
     cases = tuple(f"{kind}:" for kind in given)
     besides = {k: v for k, v in whole.items() if not k.startswith(cases)}
     assert besides != whole
-    assert contract.gather(part, {}) == besides
+    assert gathering.gather(part, {}) == besides
 
 
 def test_a_schema_without_defs_names_nothing() -> None:
-    assert contract._defs_facets({"type": "object"}, "op") == {"schema": {"type": "object"}}
+    assert gathering._defs_facets({"type": "object"}, "op") == {"schema": {"type": "object"}}
 
 
 def test_a_schema_or_a_protocol_the_code_no_longer_speaks_is_a_contradiction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
-    assert contract.contradictions(contents) == []
-    monkeypatch.setattr(contract, "ADDRESS_PATTERN", "s-[0-9a-f]{16}")
+    contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
+    assert gathering.contradictions(contents) == []
+    monkeypatch.setattr(gathering, "ADDRESS_PATTERN", "s-[0-9a-f]{16}")
     monkeypatch.setattr(driver, "PROTOCOL", driver.PROTOCOL + 1)
-    problems = contract.contradictions(contents)
+    problems = gathering.contradictions(contents)
     assert "message: the schema's from.address pattern is not the address grammar" in problems
     assert (
         f"driver: its schema's open speaks protocol [{driver.PROTOCOL - 1}], the code "
@@ -385,7 +394,7 @@ def test_a_schema_or_a_protocol_the_code_no_longer_speaks_is_a_contradiction(
 
 
 def test_the_corpus_and_the_schema_disagreeing_on_a_letter_is_a_contradiction() -> None:
-    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
     letters = dict(contents["message"])
     accepted = "parse:process-letter-of-pi-post-0.7"
     letter = letters[accepted]
@@ -397,7 +406,7 @@ def test_the_corpus_and_the_schema_disagreeing_on_a_letter_is_a_contradiction() 
         **refused,
         "input": {**refused["input"], "beyond_schema": "?"},
     }
-    assert sorted(contract.contradictions({**contents, "message": letters})) == [
+    assert sorted(gathering.contradictions({**contents, "message": letters})) == [
         "message: parse:unknown-field is marked beyond_schema, but the schema refuses it",
         f"message: the schema accepts {accepted}, which the parser rejects; if a rule JSON "
         "Schema cannot state refuses it, say which in its beyond_schema",
@@ -411,36 +420,36 @@ def test_the_corpus_and_the_schema_disagreeing_on_a_letter_is_a_contradiction() 
 def test_a_published_schema_is_checked_against_its_pin_and_one_not_kept_is_skipped(
     monkeypatch: pytest.MonkeyPatch, part: str, owner: ModuleType, dropped: str
 ) -> None:
-    pins = contract.load_pins()
+    pins = gathering.load_pins()
     now = owner.VERSION
     monkeypatch.setattr(owner, "VERSION", now + 1)  # so that v{now} is an earlier version
-    assert contract.published_schemas(pins) == []
+    assert gathering.published_schemas(pins) == []
     *_, latest = pins[part][now]
     forged = {k: v for k, v in latest.content.items() if k != dropped}
     changed = {**pins, part: {now: [Revision.of(forged)]}}
-    assert contract.published_schemas(changed) == [
+    assert gathering.published_schemas(changed) == [
         f"{part}: {part}.v{now}.schema.json, published as v{now}, changed ({dropped})"
     ]
     never_kept = {part: {now - 1: [Revision.of(forged)]}}  # no schema file of v0
     monkeypatch.setattr(owner, "VERSION", now)
-    assert contract.published_schemas(never_kept) == []
+    assert gathering.published_schemas(never_kept) == []
 
 
 def test_a_message_schema_without_a_from_object_lacks_the_address_grammar() -> None:
-    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
     said = "message: the schema's from.address pattern is not the address grammar"
     senders: list[Json] = ["a string", {"properties": ["address"]}]
     for sender in senders:
         letters: Content = {**contents["message"], "field:from": sender}
-        assert said in contract.contradictions({**contents, "message": letters})
+        assert said in gathering.contradictions({**contents, "message": letters})
 
 
 def test_a_driver_schema_carrying_other_versions_of_a_letter_names_them_all() -> None:
-    contents = contract.gather_all(contract.load_pins(), contract.load_corpus())
+    contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
     carried = {**contents["driver"], "extra": "urn:pi-post:schema:message:v9"}
     read = ", ".join(f"v{v}" for v in message.READABLE_VERSIONS)
     versions = sorted({*message.READABLE_VERSIONS, 9})
-    assert contract.contradictions({**contents, "driver": carried}) == [
+    assert gathering.contradictions({**contents, "driver": carried}) == [
         f"driver: its schema carries message {', '.join(f'v{v}' for v in versions)}, but pipost "
         f"reads message {read}: bump the driver (pi-post contract bump driver) and make its "
         f"message any of {read}"
@@ -450,7 +459,7 @@ def test_a_driver_schema_carrying_other_versions_of_a_letter_names_them_all() ->
 def test_pins_are_written_whole_beside_the_file_and_renamed_over_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """contract_pins.json is read in review as a diff: one space a level, its text as
+    """contract/pins.json is read in review as a diff: one space a level, its text as
     written (no \\u escapes), one newline at the end. And it is never half a file: the
     whole text goes to a temporary beside it, renamed over it, none left behind."""
     path = tmp_path / "pins.json"
@@ -468,7 +477,7 @@ def test_pins_are_written_whole_beside_the_file_and_renamed_over_it(
         real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", replace)
-    contract.save_pins(pins, path)
+    gathering.save_pins(pins, path)
     expected = (
         '{\n "message": {\n  "1": [\n   {\n'
         f'    "fingerprint": "{revision.fingerprint}",\n'
@@ -480,7 +489,7 @@ def test_pins_are_written_whole_beside_the_file_and_renamed_over_it(
     assert temporary.parent == path.parent and temporary != path
     assert (written, before) == (expected, "the pins before\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pins.json"]
-    assert contract.load_pins(path) == pins
+    assert gathering.load_pins(path) == pins
 
 
 def test_pins_are_written_in_utf_8_under_a_locale_that_is_not(tmp_path: Path) -> None:
@@ -491,10 +500,10 @@ def test_pins_are_written_in_utf_8_under_a_locale_that_is_not(tmp_path: Path) ->
     probe = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from pipost import contract\n"
-        "from pipost.compatibility import Revision\n"
+        "from pipost.contract import gathering\n"
+        "from pipost.contract.compatibility import Revision\n"
         "pins = {'message': {1: [Revision('f', {'parse:gr\\u00fc\\u00dfe': 1})]}}\n"
-        "contract.save_pins(pins, Path(sys.argv[1]))\n"
+        "gathering.save_pins(pins, Path(sys.argv[1]))\n"
     )
     done = python_under_c_locale(probe, str(path))
     assert (done.returncode, done.stderr) == (0, b"")
@@ -511,29 +520,30 @@ def test_the_shipped_pins_and_corpus_read_the_same_under_a_locale_that_is_not_ut
     """Both hold text that is not ASCII (ünïcödé, 会话): the gate may run under any locale."""
     probe = (
         "import json\n"
-        "from pipost import compatibility, contract\n"
-        "print(json.dumps([compatibility.to_data(contract.load_pins()), contract.load_corpus()]))\n"
+        "from pipost.contract import compatibility, gathering\n"
+        "pins, corpus = gathering.load_pins(), gathering.load_corpus()\n"
+        "print(json.dumps([compatibility.to_data(pins), corpus]))\n"
     )
     done = python_under_c_locale(probe)
     assert (done.returncode, done.stderr) == (0, b"")
-    read_here = [compatibility.to_data(contract.load_pins()), contract.load_corpus()]
+    read_here = [compatibility.to_data(gathering.load_pins()), gathering.load_corpus()]
     assert json.loads(done.stdout) == read_here
 
 
 def test_a_record_an_earlier_version_accepted_must_still_read_the_same() -> None:
-    content = contract.gather("record", contract.load_corpus()["record"])
+    content = gathering.gather("record", gathering.load_corpus()["record"])
     case = content["parse:live-record"]
     assert isinstance(case, dict) and isinstance(case["input"], dict)
-    assert contract.old_mail({"record": {0: [Revision.of({"parse:live-record": case})]}}) == []
+    assert gathering.old_mail({"record": {0: [Revision.of({"parse:live-record": case})]}}) == []
     stranded: Content = {"parse:v-0": {**case, "input": {**case["input"], "json": {"v": 0}}}}
-    assert contract.old_mail({"record": {0: [Revision.of(stranded)]}}) == [
+    assert gathering.old_mail({"record": {0: [Revision.of(stranded)]}}) == [
         'record v0 parse:v-0: accepted by v0, now read as {"rejected": "bad_field", "field": "v"}'
     ]
 
 
 def _session_letter() -> tuple[dict[str, Json], dict[str, Json]]:
     """The corpus's session letter: its case, and the file it gives (its input)."""
-    content = contract.gather("message", contract.load_corpus()["message"])
+    content = gathering.gather("message", gathering.load_corpus()["message"])
     case = content["parse:session-letter"]
     assert isinstance(case, dict) and isinstance(case["input"], dict)
     return case, case["input"]
@@ -549,14 +559,14 @@ def test_old_mail_is_mail_of_an_earlier_version_only() -> None:
     """The version carried out now is judged against its pins by the gate's verdict:
     old mail is the pins of the versions below it."""
     stranded = Revision.of(_stranded_letter())
-    assert contract.old_mail({"message": {0: [stranded]}}) != []
-    assert contract.old_mail({"message": {message.VERSION: [stranded]}}) == []
+    assert gathering.old_mail({"message": {0: [stranded]}}) != []
+    assert gathering.old_mail({"message": {message.VERSION: [stranded]}}) == []
 
 
 def test_every_file_of_an_earlier_pin_is_read_again_whatever_comes_before_it() -> None:
     """A whole pin, its schema's facets and the files it refused first, then one file
     today's parser no longer reads: that one is found."""
-    *_, latest = contract.load_pins()["message"][message.VERSION]
+    *_, latest = gathering.load_pins()["message"][message.VERSION]
     content = {**latest.content, **_stranded_letter()}
     facets = list(content)
     refused = [
@@ -566,7 +576,7 @@ def test_every_file_of_an_earlier_pin_is_read_again_whatever_comes_before_it() -
         if "rejected" in c["result"]
     ]
     assert not facets[0].startswith("parse:") and refused and facets[-1] == "parse:v-0"
-    assert contract.old_mail({"message": {0: [Revision.of(content)]}}) == [
+    assert gathering.old_mail({"message": {0: [Revision.of(content)]}}) == [
         'message v0 parse:v-0: accepted by v0, now read as {"rejected": "bad_field", "field": "v"}'
     ]
 
@@ -577,7 +587,7 @@ def test_old_mail_is_read_again_under_its_own_file_name() -> None:
     case, given = _session_letter()
     renamed = {**given, "file_name": "1796078509367-00000000.json"}
     stranded = Revision.of({"parse:misnamed": {**case, "input": renamed}})
-    assert contract.old_mail({"message": {0: [stranded]}}) == [
+    assert gathering.old_mail({"message": {0: [stranded]}}) == [
         'message v0 parse:misnamed: accepted by v0, now read as {"rejected": "id_mismatch"}'
     ]
 
@@ -588,7 +598,7 @@ def test_old_mail_read_otherwise_is_shown_as_its_first_200_characters_unescaped(
     assert isinstance(letter, dict) and isinstance(letter["from"], dict)
     renamed: Content = {"json": {**letter, "from": {**letter["from"], "name": "grüße"}}}
     stranded = Revision.of({"parse:renamed": {**case, "input": renamed}})
-    (problem,) = contract.old_mail({"message": {0: [stranded]}})
+    (problem,) = gathering.old_mail({"message": {0: [stranded]}})
     prefix = "message v0 parse:renamed: accepted by v0, now read as "
     assert problem == prefix + (
         '{"accepted": {"v": 1, "id": "1796078509367-deed10f1", "from": {"kind": "session", '
@@ -601,13 +611,13 @@ def test_old_mail_read_otherwise_is_shown_as_its_first_200_characters_unescaped(
 def test_a_published_schema_after_a_version_not_kept_is_checked_and_lists_every_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pins = contract.load_pins()
+    pins = gathering.load_pins()
     now = message.VERSION
     monkeypatch.setattr(message, "VERSION", now + 1)
     *_, latest = pins["message"][now]
     forged = {k: v for k, v in latest.content.items() if k not in ("field:body", "field:id")}
     # No schema file of v0 was published: skipped, and v{now} after it is still checked.
     changed = {**pins, "message": {0: [latest], now: [Revision.of(forged)]}}
-    assert contract.published_schemas(changed) == [
+    assert gathering.published_schemas(changed) == [
         f"message: message.v{now}.schema.json, published as v{now}, changed (field:body, field:id)"
     ]

@@ -5,6 +5,8 @@ changes nothing in it (INV-16)."""
 from __future__ import annotations
 
 import errno
+import io
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -12,15 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from pipost import contract, doctor, files, listeners, mailbox, quarantine
+from pipost import cli, doctor, files, listeners, mailbox, message, quarantine
 from pipost.address import address_of
-from pipost.compatibility import latest
+from pipost.contract import gathering
+from pipost.contract.compatibility import latest
 from pipost.doctor import (
     ATTENTION,
     OK,
     ContractFacts,
-    Facts,
     FolderFacts,
+    PostOfficeFacts,
     SessionFacts,
     Temporary,
 )
@@ -54,10 +57,10 @@ def folder(role: str, where: str = "", **changes: object) -> FolderFacts:
     return FolderFacts(role, path, "folder", UID, 0o700, None, address).replace(**changes)
 
 
-def healthy(**changes: object) -> Facts:
+def healthy(**changes: object) -> PostOfficeFacts:
     """A post office in good health: alice live with 3 letters queued, bob offline,
     a deposit in flight, a small drop log."""
-    facts = Facts(
+    facts = PostOfficeFacts(
         root=ROOT,
         uid=UID,
         now=NOW,
@@ -85,15 +88,15 @@ def healthy(**changes: object) -> Facts:
     return facts.replace(**changes)
 
 
-def lines(facts: Facts) -> list[str]:
+def lines(facts: PostOfficeFacts) -> list[str]:
     return doctor.report(doctor.diagnose(facts))
 
 
-def codes(facts: Facts) -> list[str]:
+def codes(facts: PostOfficeFacts) -> list[str]:
     return [finding.code for finding in doctor.diagnose(facts)]
 
 
-def needing_attention(facts: Facts) -> list[str]:
+def needing_attention(facts: PostOfficeFacts) -> list[str]:
     return [line for line in lines(facts) if line.startswith(ATTENTION)]
 
 
@@ -136,7 +139,7 @@ def test_a_post_office_not_made_yet_is_healthy_and_only_the_machine_is_checked()
 
 
 def test_a_snapshot_given_no_counts_has_none_of_them() -> None:
-    facts = Facts(
+    facts = PostOfficeFacts(
         ROOT, UID, NOW, True, healthy().folders, True, True, ContractFacts(1, FINGERPRINT, True)
     )
     assert (facts.queued, facts.quarantined, facts.listening) == ({}, {}, {})
@@ -163,7 +166,7 @@ def test_no_registry_and_no_inbox_yet_is_healthy() -> None:
     assert doctor.healthy(doctor.diagnose(facts))
 
 
-def subjects(facts: Facts) -> dict[str, str | None]:
+def subjects(facts: PostOfficeFacts) -> dict[str, str | None]:
     return {finding.code: finding.subject for finding in doctor.diagnose(facts)}
 
 
@@ -276,7 +279,7 @@ def test_paths_in_fixes_are_quoted_for_the_shell() -> None:
     assert needing_attention(facts)[0].endswith("fix: chmod 700 '/tmp/my post'")
 
 
-def with_broken(role: str, fault: str) -> tuple[FolderFacts, Facts]:
+def with_broken(role: str, fault: str) -> tuple[FolderFacts, PostOfficeFacts]:
     """A healthy snapshot but for one folder of ``role`` with ``fault``."""
     where = f"inbox/{BOB.address}" if role == "mailbox" else ""
     broken = folder(role, where, **FAULTY[fault])
@@ -523,11 +526,12 @@ def test_the_fix_for_three_listeners_ends_the_two_after_the_first() -> None:
     )
 
 
-def test_a_contract_that_differs_from_its_pin_is_reported() -> None:
+def test_a_contract_that_is_not_pinned_is_reported() -> None:
     facts = healthy(contract=ContractFacts(1, FINGERPRINT, False))
     assert needing_attention(facts) == [
-        f"attention contract-mismatch: the wire contract (message schema v1, fingerprint "
-        f"{FINGERPRINT}) differs from the pin of v1: this installation may not speak pi-post v1 "
+        "attention contract-mismatch: the wire contract this pipost speaks is not pinned; the "
+        f"newest pin it ships is message schema v1, fingerprint {FINGERPRINT}: this "
+        "installation may not speak pi-post v1 "
         "— fix: pi-post contract shows what changed; reinstall pipost"
     ]
 
@@ -589,7 +593,7 @@ def test_severities_are_ok_or_attention_and_only_attention_has_no_empty_fix() ->
 # -- the survey: facts from a real tree, which it leaves byte-identical (INV-16) ----------
 
 
-def survey(root: Path, processes: FakeProcessTable | None = None) -> Facts:
+def survey(root: Path, processes: FakeProcessTable | None = None) -> PostOfficeFacts:
     table = processes or FakeProcessTable({os.getpid(): "self"})
     return doctor.survey(root, NOW, table)
 
@@ -707,7 +711,7 @@ def test_a_folder_that_cannot_be_opened_is_noted_as_unreadable(
 
     def child(self: files.Folder, name: str) -> files.Folder | None:
         # Only in this post office: the survey also runs the contract's exchange in one
-        # of its own (contract.py).
+        # of its own (contract/gathering.py).
         if name == "registry" and str(self.path) == str(root):
             raise PermissionError(errno.EACCES, "Permission denied", self.name(name))
         return opened(self, name)
@@ -737,11 +741,60 @@ def test_the_linux_fact_says_whether_this_system_is_linux(tmp_path: Path) -> Non
 
 def test_the_contract_fact_is_the_pinned_contract(tmp_path: Path) -> None:
     facts = survey(tmp_path)
-    newest = latest(contract.load_pins(), "message")
+    newest = latest(gathering.load_pins(), "message")
     assert newest is not None
     version, _, pinned = newest
     assert (facts.contract.version, facts.contract.fingerprint) == (version, pinned.fingerprint)
     assert facts.contract.matches_pin
+
+
+def pins_file(tmp_path: Path, message_pins: object) -> str:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps({"record": {}, "message": message_pins}), encoding="utf-8")
+    return str(path)
+
+
+def test_the_contract_fact_is_the_newest_revision_of_the_version_spoken(tmp_path: Path) -> None:
+    spoken, newer = str(message.VERSION), str(message.VERSION + 1)
+    revisions = [{"fingerprint": "sha256:1", "content": {}}, {"fingerprint": "sha256:2"}]
+    read = doctor.wire_contract(pins_file(tmp_path, {spoken: revisions, newer: revisions[:1]}))
+    assert read == ContractFacts(message.VERSION, "sha256:2", True)
+
+
+def test_a_version_spoken_but_not_pinned_gives_the_newest_pin_below_it(tmp_path: Path) -> None:
+    """A tree whose message version was bumped and not yet pinned (docs/contract.md)."""
+    older = {str(message.VERSION - 1): [{"fingerprint": "sha256:1"}]}
+    read = doctor.wire_contract(pins_file(tmp_path, older))
+    assert read == ContractFacts(message.VERSION - 1, "sha256:1", False)
+    assert doctor.diagnose(healthy(contract=read))[-1].code == "contract-mismatch"
+
+
+@pytest.mark.parametrize(
+    "message_pins", [{}, {"x": []}, {"1": []}, {"1": [{"fingerprint": 7}]}, [], "not pins"]
+)
+def test_pins_that_hold_no_pin_of_the_message_are_a_clear_error(
+    tmp_path: Path, message_pins: object
+) -> None:
+    path = pins_file(tmp_path, message_pins)
+    with pytest.raises(OSError, match="no pin of the wire contract here") as raised:
+        doctor.wire_contract(path)
+    assert raised.value.filename == path
+    (tmp_path / "pins.json").write_text("{", encoding="utf-8")
+    with pytest.raises(OSError, match="no pin of the wire contract here"):
+        doctor.wire_contract(path)
+
+
+def test_the_doctor_reports_a_missing_pins_file_as_an_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(doctor, "PINS_FILE", str(tmp_path / "gone.json"))
+    out, err = io.StringIO(), io.StringIO()
+    ctx = cli.Context(stdout=out, stderr=err, environ={"PI_POST_DIR": str(tmp_path / "post")})
+    assert cli.run(["doctor"], ctx) == 1
+    assert (out.getvalue(), err.getvalue()) == (
+        "",
+        f"pi-post: {tmp_path / 'gone.json'}: No such file or directory\n",
+    )
 
 
 def test_the_survey_counts_the_listeners_that_run_and_changes_nothing(tmp_path: Path) -> None:

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pipost import cli, compatibility, contract, gate, mailbox, message
+from pipost import cli, mailbox, message
+from pipost.contract import compatibility, gate, gathering
 from tests.helpers import python_path_first
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 # The versions the tree is at: a bump of any part leaves these tests standing.
-MESSAGE, RECORD, INTEROP = (contract.versions()[part] for part in ("message", "record", "interop"))
+MESSAGE, RECORD, INTEROP = (gathering.versions()[part] for part in ("message", "record", "interop"))
 
 
 def copy_of_checkout(into: Path, *, git: bool = True) -> Path:
@@ -93,7 +94,7 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
         '    "sentAt": {',
         '    "priority": {\n      "type": "integer"\n    },\n    "sentAt": {',
     )
-    (tree / "src/pipost/contract_pins.json").write_text("{}\n", encoding="utf-8")
+    (tree / "src/pipost/contract/pins.json").write_text("{}\n", encoding="utf-8")
     repinned = contract_in(tree, "--pin", "--against", "HEAD")
     assert repinned.returncode == 1, repinned.stdout
     assert repinned.stdout.startswith(
@@ -101,7 +102,7 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
     )
     assert f"\n  message v{MESSAGE} revision 1 was removed\n" in repinned.stdout
     assert repinned.stdout.endswith(
-        "\nrestore them: git checkout <base> -- src/pipost/contract_pins.json\n"
+        "\nrestore them: git checkout <base> -- src/pipost/contract/pins.json\n"
     )
     assert repinned.stderr == ""
     # With no history at all, --pin cannot tell, and pins anew: --against still catches it.
@@ -125,7 +126,7 @@ def test_re_pinning_a_published_version_inside_one_change_fails_against_history(
     assert {
         "rule": "pins.rewritten",
         "text": f"message v{MESSAGE} revision 1 was re-pinned since {published[:12]}",
-        "file": "src/pipost/contract_pins.json",
+        "file": "src/pipost/contract/pins.json",
         "line": 1,
     } in rewritten, rewritten
 
@@ -136,7 +137,7 @@ def test_a_compatible_change_pins_as_a_revision_and_diff_names_it(tmp_path: Path
     judged = contract_in(tree, "--against", "auto")
     assert judged.returncode == 0, judged.stdout
     assert "record.field-added (compatible): record field:host added" in judged.stdout
-    revisions = len(contract.load_pins()["record"][RECORD])
+    revisions = len(gathering.load_pins()["record"][RECORD])
     assert f"pi-post contract --pin   # pins record v{RECORD} revision {revisions + 1}" in (
         judged.stdout
     )
@@ -169,7 +170,7 @@ def test_a_breaking_change_is_refused_by_pin_until_bumped(tmp_path: Path) -> Non
     )
     bumped = contract_in(tree, "bump", "interop")
     assert bumped.returncode == 0, bumped.stderr
-    declared = (tree / "src/pipost/contract.py").read_text(encoding="utf-8")
+    declared = (tree / "src/pipost/contract/gathering.py").read_text(encoding="utf-8")
     assert f'"interop": {INTEROP + 1}' in declared
     unpinned = contract_in(tree)
     assert unpinned.returncode == 1
@@ -216,7 +217,7 @@ def test_outside_a_checkout_the_gate_judges_the_package_and_will_not_write(
 ) -> None:
     out, err = io.StringIO(), io.StringIO()
     status = gate.main([], out, err, cwd=str(tmp_path))
-    package = Path(gate.__file__).parent
+    package = Path(gate.__file__).parent.parent  # pipost, of which the gate is a part
     assert (status, out.getvalue().splitlines()[0]) == (
         0,
         f"contract gate: {package} (installed package, read-only)",
@@ -382,7 +383,7 @@ def test_a_relative_tree_is_found_from_the_working_directory_it_is_given(
 
 def test_bump_driver_renumbers_the_protocol_its_open_speaks(tmp_path: Path) -> None:
     tree = copy_of_checkout(tmp_path, git=False)
-    now = contract.versions()["driver"]
+    now = gathering.versions()["driver"]
     assert contract_in(tree, "bump", "driver").returncode == 0
     schema = json.loads(
         (tree / f"src/pipost/schemas/driver.v{now + 1}.schema.json").read_text(encoding="utf-8")
@@ -459,7 +460,7 @@ def test_a_base_without_pins_or_with_the_old_format_is_not_compared(tmp_path: Pa
     repository = a_repository(tmp_path)
     bare = run_git(repository, "rev-parse", "HEAD").strip()
     assert gate.pins_at(repository, bare) == (None, f"{bare[:12]} has no contract pins")
-    pins = repository / "src" / "pipost" / "contract_pins.json"
+    pins = repository / "src" / "pipost" / "contract" / "pins.json"
     pins.parent.mkdir(parents=True)
     pins.write_text('{"1": {"fingerprint": "sha256:0", "content": {}}}\n', encoding="utf-8")
     commit(repository, "pins before parts")
@@ -468,6 +469,21 @@ def test_a_base_without_pins_or_with_the_old_format_is_not_compared(tmp_path: Pa
         None,
         f"{old[:12]} keeps its pins in the format before parts; nothing to compare",
     )
+
+
+def test_a_base_from_before_the_gate_was_a_package_is_compared(tmp_path: Path) -> None:
+    """Until the gate moved into pipost/contract/, its pins lay beside the modules:
+    a merge base of that time still has pins to compare with."""
+    repository = a_repository(tmp_path)
+    pins = repository / "src" / "pipost" / "contract_pins.json"
+    pins.parent.mkdir(parents=True)
+    pinned: dict[str, compatibility.Json] = {
+        "address": {"1": [{"fingerprint": "sha256:0", "content": {"a": 1}}]}
+    }
+    pins.write_text(json.dumps(pinned), encoding="utf-8")
+    commit(repository, "pins beside the modules")
+    base = run_git(repository, "rev-parse", "HEAD").strip()
+    assert gate.pins_at(repository, base) == (compatibility.from_data(pinned), None)
 
 
 def test_a_base_without_pins_is_noted_by_the_gate_and_by_pin(tmp_path: Path) -> None:
@@ -501,7 +517,7 @@ def test_pin_without_history_counts_every_pin_as_published_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
     tree = copy_of_checkout(tmp_path, git=False)
-    pins = (tree / "src/pipost/contract_pins.json").read_bytes()
+    pins = (tree / "src/pipost/contract/pins.json").read_bytes()
     pinned = contract_in(tree, "--pin")
     assert pinned.returncode == 0, pinned.stderr
     first, second = pinned.stdout.splitlines()
@@ -509,7 +525,7 @@ def test_pin_without_history_counts_every_pin_as_published_and_writes_nothing(
         "): every pin counts as published"
     )
     assert second == "every part already matches its pin"
-    assert (tree / "src/pipost/contract_pins.json").read_bytes() == pins
+    assert (tree / "src/pipost/contract/pins.json").read_bytes() == pins
 
 
 def test_a_base_that_cannot_be_found_cannot_run_in_every_format_and_pins_nothing() -> None:
@@ -590,7 +606,7 @@ def test_a_parser_that_contradicts_its_schema_shows_the_case_and_the_contradicti
     assert gate.main(["--format", "github"], out, err, cwd=str(CHECKOUT)) == 1
     assert f"::error title=contract.contradiction::{contradiction}" in out.getvalue().splitlines()
     saved: list[compatibility.Pins] = []
-    monkeypatch.setattr(contract, "save_pins", saved.append)
+    monkeypatch.setattr(gathering, "save_pins", saved.append)
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(["--pin"], out, err, cwd=str(CHECKOUT)) == 1
     assert out.getvalue() == (
@@ -604,10 +620,10 @@ def test_a_parser_that_contradicts_its_schema_shows_the_case_and_the_contradicti
 def test_a_pin_edited_by_hand_is_a_problem_at_the_pins_file(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pins = contract.load_pins()
+    pins = gathering.load_pins()
     *kept, latest = pins["tree"][1]
     forged = compatibility.Revision(latest.fingerprint, {**latest.content, "forged": 1})
-    monkeypatch.setattr(contract, "load_pins", lambda: {**pins, "tree": {1: [*kept, forged]}})
+    monkeypatch.setattr(gathering, "load_pins", lambda: {**pins, "tree": {1: [*kept, forged]}})
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(["--format", "json"], out, err, cwd=str(CHECKOUT)) == 1
     edited = [p for p in json.loads(out.getvalue())["problems"] if p["rule"] == "pins.edited"]
@@ -615,7 +631,7 @@ def test_a_pin_edited_by_hand_is_a_problem_at_the_pins_file(
         {
             "rule": "pins.edited",
             "text": f"tree v1 revision {len(kept) + 1}: its content was edited by hand",
-            "file": "src/pipost/contract_pins.json",
+            "file": "src/pipost/contract/pins.json",
             "line": 1,
         }
     ]
@@ -626,8 +642,8 @@ def test_mail_of_an_earlier_version_and_its_schema_are_problems_of_the_gate(
 ) -> None:
     """With one version of each part today, an earlier version's findings are made
     up here: the gate must report each under its rule and fail."""
-    monkeypatch.setattr(contract, "old_mail", lambda pins: ["message v0 parse:x: now read as y"])
-    monkeypatch.setattr(contract, "published_schemas", lambda pins: ["message: v0 changed (z)"])
+    monkeypatch.setattr(gathering, "old_mail", lambda pins: ["message v0 parse:x: now read as y"])
+    monkeypatch.setattr(gathering, "published_schemas", lambda pins: ["message: v0 changed (z)"])
     out, err = io.StringIO(), io.StringIO()
     assert gate.main([], out, err, cwd=str(CHECKOUT)) == 1
     assert out.getvalue().endswith(
@@ -640,9 +656,9 @@ def test_mail_of_an_earlier_version_and_its_schema_are_problems_of_the_gate(
 def test_a_rewritten_corpus_entry_stops_the_gate_at_the_corpus_file(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    corpus = contract.load_corpus()
+    corpus = gathering.load_corpus()
     changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
-    monkeypatch.setattr(contract, "load_corpus", lambda: changed)
+    monkeypatch.setattr(gathering, "load_corpus", lambda: changed)
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(["--format", "json"], out, err, cwd=str(CHECKOUT)) == 1
     report = json.loads(out.getvalue())
@@ -650,7 +666,7 @@ def test_a_rewritten_corpus_entry_stops_the_gate_at_the_corpus_file(
     (problem,) = report["problems"]
     assert (problem["rule"], problem["file"], problem["line"]) == (
         "corpus.entry-rewritten",
-        "src/pipost/contract_corpus.json",
+        "src/pipost/contract/corpus.json",
         1,
     )
     assert problem["text"].startswith("corpus entry address/derive/abc differs from the input")
@@ -765,18 +781,18 @@ def test_bump_record_writes_its_next_schema_with_v_for_the_next_version(tmp_path
 
 
 def test_bump_of_a_part_without_a_schema_changes_its_version_line_alone(tmp_path: Path) -> None:
-    (tmp_path / "src" / "pipost").mkdir(parents=True)
-    declared = tmp_path / "src/pipost/contract.py"
+    (tmp_path / "src" / "pipost" / "contract").mkdir(parents=True)
+    declared = tmp_path / "src/pipost/contract/gathering.py"
     declared.write_text(f'DECLARED = {{"interop": {INTEROP}}}\n', encoding="utf-8")
     out = io.StringIO()
     assert gate.bump("interop", tmp_path, out) == 0
     assert declared.read_text(encoding="utf-8") == f'DECLARED = {{"interop": {INTEROP + 1}}}\n'
     assert out.getvalue() == (
-        f"interop: v{INTEROP} -> v{INTEROP + 1} in src/pipost/contract.py\n"
+        f"interop: v{INTEROP} -> v{INTEROP + 1} in src/pipost/contract/gathering.py\n"
         f"left to you: carry the change into v{INTEROP + 1} (its schema and the code; keep "
         f"reading v{INTEROP}), then pi-post contract --pin\n"
     )
-    assert sorted(path.name for path in tmp_path.rglob("*") if path.is_file()) == ["contract.py"]
+    assert sorted(path.name for path in tmp_path.rglob("*") if path.is_file()) == ["gathering.py"]
 
 
 def test_bump_refuses_to_start_a_version_after_one_not_pinned(
@@ -791,8 +807,8 @@ def test_bump_refuses_to_start_a_version_after_one_not_pinned(
     with pytest.raises(gate.CannotRun, match=re.escape(refused)):
         gate.bump("message", tree, io.StringIO())
     # A part with no pins at all is refused alike.
-    pins = {part: versions for part, versions in contract.load_pins().items() if part != "message"}
-    monkeypatch.setattr(contract, "load_pins", lambda: pins)
+    pins = {part: versions for part, versions in gathering.load_pins().items() if part != "message"}
+    monkeypatch.setattr(gathering, "load_pins", lambda: pins)
     with pytest.raises(gate.CannotRun, match=re.escape(refused)):
         gate.bump("message", tree, io.StringIO())
     assert (
@@ -803,11 +819,11 @@ def test_bump_refuses_to_start_a_version_after_one_not_pinned(
 
 
 def test_diff_as_json_lists_the_changes_between_two_pins(monkeypatch: pytest.MonkeyPatch) -> None:
-    pins = contract.load_pins()
+    pins = gathering.load_pins()
     *_, latest = pins["record"][RECORD]
     grown = compatibility.Revision.of({**latest.content, "field:host": {"type": "string"}})
     revisions = {RECORD: [*pins["record"][RECORD], grown]}
-    monkeypatch.setattr(contract, "load_pins", lambda: {**pins, "record": revisions})
+    monkeypatch.setattr(gathering, "load_pins", lambda: {**pins, "record": revisions})
     before, after = f"record@{RECORD}.{len(revisions[RECORD]) - 1}", f"record@{RECORD}"
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(["diff", before, after, "--format", "json"], out, err, cwd=str(CHECKOUT)) == 0
@@ -828,12 +844,12 @@ def test_diff_as_json_lists_the_changes_between_two_pins(monkeypatch: pytest.Mon
 
 
 def test_diff_as_text_grades_each_change(monkeypatch: pytest.MonkeyPatch) -> None:
-    pins = contract.load_pins()
+    pins = gathering.load_pins()
     *_, latest = pins["record"][RECORD]
     content: compatibility.Content = {**latest.content, "field:host": {"type": "string"}}
     del content["field:cwd"]
     revisions = {RECORD: [*pins["record"][RECORD], compatibility.Revision.of(content)]}
-    monkeypatch.setattr(contract, "load_pins", lambda: {**pins, "record": revisions})
+    monkeypatch.setattr(gathering, "load_pins", lambda: {**pins, "record": revisions})
     before, after = f"record@{RECORD}.{len(revisions[RECORD]) - 1}", f"record@{RECORD}"
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(["diff", before, after], out, err, cwd=str(CHECKOUT)) == 0
@@ -848,7 +864,7 @@ def test_the_rerun_puts_the_tree_first_and_keeps_the_callers_python_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the child the gate reruns in is given: the tree's src/ before the
-    PYTHONPATH it was called with (under nox -s mutation that holds the recorder)."""
+    PYTHONPATH it was called with (under nox -s mutation, the mutated code's)."""
     ran: list[dict[str, str]] = []
 
     def run(args: list[str], **given: object) -> subprocess.CompletedProcess[str]:
@@ -872,17 +888,17 @@ def test_a_checkout_whose_pipost_does_not_load_cannot_run(tmp_path: Path) -> Non
     """The rerun on the tree's own code finds no pipost there and says so, rather than
     rerunning itself again."""
     tree = tmp_path / "tree"
-    (tree / "src" / "pipost").mkdir(parents=True)
+    (tree / "src" / "pipost" / "contract").mkdir(parents=True)
     shutil.copy(CHECKOUT / "pyproject.toml", tree)
-    shutil.copy(CHECKOUT / "src/pipost/contract_pins.json", tree / "src/pipost")
+    shutil.copy(CHECKOUT / "src/pipost/contract/pins.json", tree / "src/pipost/contract")
     ran = contract_in(tree, source=CHECKOUT)
     assert (ran.returncode, ran.stdout) == (2, "")
     assert ran.stderr == f"pi-post: could not load pipost from {tree / 'src'}\n"
 
 
-CORPUS = "src/pipost/contract_corpus.json"
+CORPUS = "src/pipost/contract/corpus.json"
 MESSAGE_SCHEMA = f"src/pipost/schemas/message.v{message.VERSION}.schema.json"
-CLI_SCHEMA = f"src/pipost/schemas/cli.v{contract.versions()['documents']}.schema.json"
+CLI_SCHEMA = f"src/pipost/schemas/cli.v{gathering.versions()['documents']}.schema.json"
 PI_POST_07_CASE = "process-letter-of-pi-post-0.7"
 
 
@@ -894,9 +910,9 @@ def line_number(path: str, needle: str) -> int:
 @pytest.mark.parametrize(
     ("part", "facet", "change", "file", "needle"),
     [
-        ("address", "derive:abc", "added", "src/pipost/contract_corpus.json", '"abc"'),
+        ("address", "derive:abc", "added", "src/pipost/contract/corpus.json", '"abc"'),
         ("message", "parse:unknown-field", "changed", "src/pipost/message.py", "def parse"),
-        ("tree", "name:record", "changed", "src/pipost/contract.py", '"tree": '),
+        ("tree", "name:record", "changed", "src/pipost/contract/gathering.py", '"tree": '),
         ("message", f"parse:{PI_POST_07_CASE}", "added", CORPUS, f'"{PI_POST_07_CASE}"'),
         ("message", "encode:process-letter", "added", CORPUS, '"process-letter"'),
         ("cli", "output:unknown-command", "added", CORPUS, '"unknown-command"'),
@@ -925,7 +941,7 @@ def line_number(path: str, needle: str) -> int:
 def test_a_finding_points_at_the_line_to_change(
     part: str, facet: str, change: str, file: str, needle: str
 ) -> None:
-    finding = compatibility.Finding(part, "some.rule", facet, change, None, None, True)
+    finding = compatibility.FacetChange(part, "some.rule", facet, change, None, None, True)
     assert gate.where(CHECKOUT, finding) == (file, line_number(file, needle))
 
 
@@ -933,13 +949,15 @@ def test_a_finding_whose_name_holds_a_colon_points_at_the_whole_name(tmp_path: P
     # Only the first colon ends the kind: a corpus case may be named "a:b".
     (tmp_path / CORPUS).parent.mkdir(parents=True)
     (tmp_path / CORPUS).write_text('{\n  "b": 1,\n  "a:b": 2\n}\n', encoding="utf-8")
-    finding = compatibility.Finding("message", "some.rule", "parse:a:b", "added", None, 2, False)
+    finding = compatibility.FacetChange(
+        "message", "some.rule", "parse:a:b", "added", None, 2, False
+    )
     assert gate.where(tmp_path, finding) == (CORPUS, 3)
 
 
 def test_a_finding_in_a_file_the_tree_lacks_points_at_its_first_line(tmp_path: Path) -> None:
-    finding = compatibility.Finding("tree", "some.rule", "name:record", "changed", 1, 2, True)
-    assert gate.where(tmp_path, finding) == ("src/pipost/contract.py", 1)
+    finding = compatibility.FacetChange("tree", "some.rule", "name:record", "changed", 1, 2, True)
+    assert gate.where(tmp_path, finding) == ("src/pipost/contract/gathering.py", 1)
 
 
 def test_a_value_is_shown_as_json_with_sorted_keys_cut_at_240_characters() -> None:
@@ -949,8 +967,8 @@ def test_a_value_is_shown_as_json_with_sorted_keys_cut_at_240_characters() -> No
 
 
 def test_a_change_shows_what_was_and_what_is_now() -> None:
-    def finding(before: compatibility.Json, after: compatibility.Json) -> compatibility.Finding:
-        return compatibility.Finding(
+    def finding(before: compatibility.Json, after: compatibility.Json) -> compatibility.FacetChange:
+        return compatibility.FacetChange(
             "interop", "limit.changed", "limit:x", "c", before, after, True
         )
 
@@ -964,16 +982,16 @@ def test_a_new_corpus_case_shows_its_input_and_what_it_gives_now(
 ) -> None:
     from pipost.address import address_of
 
-    corpus = contract.load_corpus()
+    corpus = gathering.load_corpus()
     grown = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "new": "n"}}}
-    monkeypatch.setattr(contract, "load_corpus", lambda: grown)
+    monkeypatch.setattr(gathering, "load_corpus", lambda: grown)
     out, err = io.StringIO(), io.StringIO()
     assert gate.main([], out, err, cwd=str(CHECKOUT)) == 0
     assert (
         "\ncorpus.entry-added (compatible): address derive:new added\n"
         '  case: "n"\n'
         f"  now : {address_of('n')}\n"
-        "  at:   src/pipost/contract_corpus.json:1\n"
+        "  at:   src/pipost/contract/corpus.json:1\n"
     ) in out.getvalue()
     assert out.getvalue().endswith("\nverdict: compatible changes only (exit 0)\n")
 
@@ -983,7 +1001,7 @@ def test_the_json_report_names_the_tree_its_base_each_part_and_a_problem_with_no
     report = gate.Report("/some/tree", checkout=True)
     report.against = "0123456789abcdef0123456789abcdef01234567"
     report.verdicts = [
-        compatibility.Verdict("record", RECORD, 2, compatibility.UNCHANGED, "sha256:feed", ())
+        compatibility.PartVerdict("record", RECORD, 2, compatibility.UNCHANGED, "sha256:feed", ())
     ]
     report.problems = [gate.Problem("contract.contradiction", "the schema refuses case x")]
     assert gate.report_data(report, CHECKOUT) == {
@@ -1019,14 +1037,16 @@ def test_the_json_report_names_the_tree_its_base_each_part_and_a_problem_with_no
 
 
 def test_github_annotations_warn_of_a_compatible_finding_and_place_a_problem_that_has_one() -> None:
-    added = compatibility.Finding(
+    added = compatibility.FacetChange(
         "record", "record.field-added", "field:host", "added", None, {"type": "string"}, False
     )
     report = gate.Report("/some/tree", checkout=True)
     state = compatibility.COMPATIBLE
-    report.verdicts = [compatibility.Verdict("record", RECORD, 2, state, "sha256:feed", (added,))]
+    report.verdicts = [
+        compatibility.PartVerdict("record", RECORD, 2, state, "sha256:feed", (added,))
+    ]
     report.problems = [
-        gate.Problem("pins.edited", "edited by hand", ("src/pipost/contract_pins.json", 7)),
+        gate.Problem("pins.edited", "edited by hand", ("src/pipost/contract/pins.json", 7)),
         gate.Problem("contract.contradiction", "the schema refuses case x"),
     ]
     out = io.StringIO()
@@ -1035,7 +1055,7 @@ def test_github_annotations_warn_of_a_compatible_finding_and_place_a_problem_tha
     assert out.getvalue() == (
         f"::warning file={path},line={line},title=record.field-added::record field:host added "
         f"(record.field-added). pi-post contract --pin   # pins record v{RECORD} revision 3\n"
-        "::error file=src/pipost/contract_pins.json,line=7,title=pins.edited::edited by hand\n"
+        "::error file=src/pipost/contract/pins.json,line=7,title=pins.edited::edited by hand\n"
         "::error title=contract.contradiction::the schema refuses case x\n"
         "contract verdict: breaking (exit 1)\n"
     )
@@ -1049,18 +1069,18 @@ def test_annotation_text_escapes_percent_and_line_breaks_as_github_documents() -
 def test_the_text_report_gives_a_line_per_part_in_each_state_then_what_resolves_it() -> None:
     """pipost's own text, on a report built by hand: every state a part can be in,
     a revision shown only when there is one, the fingerprint cut to 19 characters."""
-    added = compatibility.Finding(
+    added = compatibility.FacetChange(
         "record", "record.field-added", "field:host", "added", None, {"type": "string"}, False
     )
     fingerprint = "sha256:0123456789abcdef0123456789"
     report = gate.Report("/some/tree", checkout=False)
     c = compatibility
     report.verdicts = [
-        c.Verdict("address", 1, 2, c.UNCHANGED, fingerprint, ()),
-        c.Verdict("record", RECORD, None, c.COMPATIBLE, fingerprint, (added,)),
-        c.Verdict("message", MESSAGE, 3, c.BREAKING, fingerprint, ()),
-        c.Verdict("driver", 2, None, c.UNPINNED, fingerprint, ()),
-        c.Verdict("interop", 1, None, c.STRAY, fingerprint, ()),
+        c.PartVerdict("address", 1, 2, c.UNCHANGED, fingerprint, ()),
+        c.PartVerdict("record", RECORD, None, c.COMPATIBLE, fingerprint, (added,)),
+        c.PartVerdict("message", MESSAGE, 3, c.BREAKING, fingerprint, ()),
+        c.PartVerdict("driver", 2, None, c.UNPINNED, fingerprint, ()),
+        c.PartVerdict("interop", 1, None, c.STRAY, fingerprint, ()),
     ]
     out = io.StringIO()
     gate.print_text(report, CHECKOUT, out)

@@ -587,7 +587,7 @@ def test_two_receivers_on_one_address_enter_every_letter_exactly_once(
                 try:
                     helpers.deposit(root, ADDRESS, message, durable=False)
                     break
-                except mailbox.MailboxFull:
+                except mailbox.MailboxAtCap:
                     time.sleep(0.002)
             sent.append(message.id)
 

@@ -88,7 +88,7 @@ def test_a_deposit_not_told_otherwise_survives_power_loss_at_any_point(tmp_path:
 def test_deposit_refuses_the_51st_letter_and_writes_nothing(root: Path) -> None:
     fill(root, mailbox.CAP)
     before = tree_snapshot(root)
-    with pytest.raises(mailbox.MailboxFull) as full:
+    with pytest.raises(mailbox.MailboxAtCap) as full:
         deposit(root, ADDRESS, make_message(NOW + 1000))
     assert (full.value.address, full.value.queued) == (ADDRESS, mailbox.CAP)
     assert full.value.refusal == refusals.MailboxFull(ADDRESS, mailbox.CAP, mailbox.CAP)

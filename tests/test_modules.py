@@ -1,6 +1,14 @@
-"""The seam between decisions and I/O (DESIGN §10): a module the table calls pure
-loads no I/O module, and the modules of src/pipost import one another without a
-circle."""
+"""The layers of src/pipost, declared once here (DESIGN §10 cites this table), and
+the arrows between them: every import a module can make, at its top or inside a
+function, except those only the type checker reads (``if TYPE_CHECKING:``).
+
+- a decision module imports only decision modules, and loading it loads neither
+  ``pipost.files`` nor ``fcntl`` (checked in a fresh interpreter);
+- the runtime — what send, list, listen, peek, resolve, sweep, log, quarantine and
+  doctor need — imports no tooling, but for the commands the command line hands
+  over to a tooling module (:data:`DISPATCHED`, imported inside that command's
+  function only);
+- no circle of imports among the modules of src/pipost."""
 
 from __future__ import annotations
 
@@ -13,36 +21,137 @@ from tests.helpers import python_in
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "src" / "pipost"
-MODULES = sorted(
-    ["pipost.schemas"]
-    + [
-        f"pipost.{path.stem}"
-        for path in PACKAGE.glob("*.py")
-        if path.stem not in ("__init__", "__main__")  # __main__ runs the command line
-    ]
+
+DECISIONS = frozenset(
+    {
+        "pipost.address",
+        "pipost.format",
+        "pipost.jsontext",
+        "pipost.message",
+        "pipost.policy",
+        "pipost.reception",
+        "pipost.refusals",
+        "pipost.resolve",
+        "pipost.session",
+        "pipost.value",
+    }
 )
+"""Pure decisions, tested without a filesystem."""
+
+RUNTIME = frozenset(
+    {
+        "pipost",
+        "pipost.__main__",
+        "pipost.cli",
+        "pipost.doctor",
+        "pipost.documents",
+        "pipost.droplog",
+        "pipost.files",
+        "pipost.host",
+        "pipost.listeners",
+        "pipost.mailbox",
+        "pipost.post",
+        "pipost.quarantine",
+        "pipost.registry",
+        "pipost.sweep",
+        "pipost.watch",
+    }
+)
+"""The thin I/O that carries the decisions out, and the command line."""
+
+TOOLING = frozenset(
+    {
+        "pipost.contract",
+        "pipost.contract.__main__",
+        "pipost.contract.compatibility",
+        "pipost.contract.gate",
+        "pipost.contract.gathering",
+        "pipost.demo",
+        "pipost.driver",
+        "pipost.schemas",
+    }
+)
+"""The contract gate, the driver protocol's shim, the demo, the shipped schemas."""
+
+PURE_TOOLING = frozenset({"pipost.contract.compatibility"})
+"""Tooling that decides only, held to the decisions' rule of loading no I/O."""
+
+DISPATCHED = {"pipost.demo": "pi-post demo", "pipost.driver": "pi-post driver"}
+"""Tooling the command line imports for one command, inside its function. The
+contract gate is not among them: it gathers the contract from the command line,
+so ``pi-post contract`` runs it in a child interpreter (``python -m
+pipost.contract``)."""
+
 IO_MODULES = {"pipost.files", "fcntl"}
 
 
-def pure_in_design() -> list[str]:
-    """The modules whose row in DESIGN §10's table says "yes" under pure?."""
-    design = (REPO / "DESIGN.md").read_text(encoding="utf-8")
-    table = design.split("## 10. Modules", 1)[1].split("\n## ", 1)[0]
-    pure = []
-    for line in table.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 3 and cells[2] == "yes":
-            names = cells[0].split(",")
-            pure += [f"pipost.{name.strip('` ').removesuffix('.py')}" for name in names]
-    return pure
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-PURE = pure_in_design()
+PATHS = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+MODULES = sorted(PATHS)
+IMPORTABLE = [module for module in MODULES if not module.endswith("__main__")]  # those run
 
 
-def test_the_design_names_the_pure_modules_and_they_exist() -> None:
-    assert {"pipost.format", "pipost.session", "pipost.resolve", "pipost.refusals"} <= set(PURE)
-    assert set(PURE) <= set(MODULES)
+def imports_of(module: str, *, in_functions: bool = True) -> set[str]:
+    """The pipost modules ``module`` imports: at its top, and inside its functions
+    unless ``in_functions`` is false; never those under ``if TYPE_CHECKING:``."""
+    found: set[str] = set()
+
+    def named(module: str, alias: str) -> str:
+        return f"{module}.{alias}" if f"{module}.{alias}" in PATHS else module
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for branch in node.orelse:
+                visit(branch)
+            return
+        if not in_functions and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return
+        if isinstance(node, ast.ImportFrom) and node.module in PATHS:
+            found.update(named(node.module, alias.name) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in PATHS)
+        for inner in ast.iter_child_nodes(node):
+            visit(inner)
+
+    visit(ast.parse(PATHS[module].read_text(encoding="utf-8")))
+    return found
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+AT_LOAD = {module: imports_of(module, in_functions=False) for module in MODULES}
+
+
+def test_every_module_is_in_exactly_one_layer() -> None:
+    layers = [DECISIONS, RUNTIME, TOOLING]
+    assert sorted(DECISIONS | RUNTIME | TOOLING) == MODULES
+    assert sum(len(layer) for layer in layers) == len(MODULES)
+    assert PURE_TOOLING <= TOOLING and set(DISPATCHED) <= TOOLING
+
+
+def test_the_walk_sees_imports_inside_functions_and_skips_those_for_the_checker() -> None:
+    assert "pipost.session" in AT_LOAD["pipost.format"]
+    assert "pipost.doctor" in GRAPH["pipost.cli"]  # inside cmd_doctor
+    assert "pipost.doctor" not in AT_LOAD["pipost.cli"]
+    assert "pipost.quarantine" in AT_LOAD["pipost.documents"]
+    assert "pipost.droplog" not in GRAPH["pipost.documents"]  # only for the type checker
+
+
+@pytest.mark.parametrize("module", sorted(DECISIONS))
+def test_a_decision_module_imports_decisions_only(module: str) -> None:
+    assert GRAPH[module] <= DECISIONS, f"{module} imports {sorted(GRAPH[module] - DECISIONS)}"
+
+
+@pytest.mark.parametrize("module", sorted(RUNTIME))
+def test_the_runtime_imports_no_tooling_but_a_command_it_hands_over(module: str) -> None:
+    tooling = GRAPH[module] & TOOLING
+    if module == "pipost.cli":
+        assert not tooling & AT_LOAD[module], "a dispatched module is loaded by its command"
+        tooling -= set(DISPATCHED)
+    assert not tooling, f"{module} imports {sorted(tooling)}"
 
 
 def loaded_by(module: str, tmp_path: Path) -> set[str]:
@@ -51,59 +160,34 @@ def loaded_by(module: str, tmp_path: Path) -> set[str]:
     return set(printed.split())
 
 
-@pytest.mark.parametrize("module", PURE)
+@pytest.mark.parametrize("module", sorted(DECISIONS | PURE_TOOLING))
 def test_a_pure_module_loads_no_io_module(module: str, tmp_path: Path) -> None:
     loaded = loaded_by(module, tmp_path)
     assert module in loaded
     assert not loaded & IO_MODULES, f"{module} loads {sorted(loaded & IO_MODULES)}"
 
 
-@pytest.mark.parametrize("module", MODULES)
+def test_the_doctor_loads_no_tooling(tmp_path: Path) -> None:
+    """Its health check reads the post office, not the source tree (the gate's)."""
+    loaded = loaded_by("pipost.doctor", tmp_path)
+    assert "pipost.doctor" in loaded
+    assert not loaded & TOOLING, f"pipost.doctor loads {sorted(loaded & TOOLING)}"
+
+
+@pytest.mark.parametrize("module", IMPORTABLE)
 def test_every_module_imports_alone(module: str, tmp_path: Path) -> None:
     """Entered from any side, a circle of ``from x import y`` would fail here."""
     assert module in loaded_by(module, tmp_path)
 
 
-def imports_at_load(module: str) -> set[str]:
-    """The pipost modules ``module`` imports when it is loaded: its module-level
-    imports, without those only the type checker reads (``if TYPE_CHECKING:``)
-    and those inside functions (taken when called, not at load)."""
-    path = PACKAGE / "schemas" / "__init__.py" if module == "pipost.schemas" else None
-    path = path or PACKAGE / f"{module.removeprefix('pipost.')}.py"
-    found: set[str] = set()
-
-    def visit(statements: list[ast.stmt]) -> None:
-        for node in statements:
-            if isinstance(node, ast.ImportFrom) and node.module == "pipost":
-                found.update(f"pipost.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pipost."):
-                found.add(str(node.module))
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names if alias.name.startswith("pipost"))
-            elif isinstance(node, ast.If):
-                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
-                    visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body)
-                for handler in node.handlers:
-                    visit(handler.body)
-                visit(node.orelse)
-                visit(node.finalbody)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")).body)
-    return found
-
-
-def test_src_has_no_import_circle() -> None:
-    graph = {module: imports_at_load(module) for module in MODULES}
-    assert "pipost.session" in graph["pipost.format"]  # the walk does see imports
-    circles = []
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each circle of imports, as the path that closes it, found by a depth-first walk."""
+    found = []
     done: set[str] = set()
 
     def walk(module: str, path: list[str]) -> None:
         if module in path:
-            circles.append([*path[path.index(module) :], module])
+            found.append([*path[path.index(module) :], module])
             return
         if module in done:
             return
@@ -111,11 +195,20 @@ def test_src_has_no_import_circle() -> None:
             walk(imported, [*path, module])
         done.add(module)
 
-    for module in MODULES:
+    for module in sorted(graph):
         walk(module, [])
-    assert circles == []
+    return found
+
+
+def test_circles_are_found_through_any_number_of_modules() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert circles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_src_has_no_import_circle() -> None:
+    assert circles(GRAPH) == []
 
 
 def test_resolution_and_its_texts_do_not_import_each_other() -> None:
-    assert "pipost.format" not in imports_at_load("pipost.resolve")
-    assert "pipost.resolve" not in imports_at_load("pipost.format")
+    assert "pipost.format" not in GRAPH["pipost.resolve"]
+    assert "pipost.resolve" not in GRAPH["pipost.format"]

@@ -39,3 +39,9 @@ def test_the_classifiers_name_each_python_from_the_floor_up() -> None:
 def test_the_python_running_this_test_is_one_the_classifiers_name() -> None:
     """CI runs the gate on every supported Python: each one must be named."""
     assert sys.version_info[:2] in named_pythons()
+
+
+def test_the_metadata_names_the_license_the_file_grants() -> None:
+    assert (PROJECT["license"], PROJECT["license-files"]) == ("MIT", ["LICENSE"])
+    granted = (REPOSITORY / "LICENSE").read_text(encoding="utf-8")
+    assert granted.startswith("MIT License\n\nCopyright (c) 2026 the pipost authors\n")

@@ -39,6 +39,8 @@ SCANNED = (
     "benchmarks",
     "scripts",
     "README.md",
+    "CONTRIBUTING.md",
+    "CHANGELOG.md",
     "DESIGN.md",
     "SPEC.md",
     "noxfile.py",

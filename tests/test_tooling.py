@@ -162,3 +162,30 @@ def test_a_second_collection_in_one_process_names_the_same_tests(tmp_path: Path)
     first, second = json.loads(ran.stdout)
     assert len(first) > 1000
     assert [name for name in second if name not in set(first)] == []
+
+
+class _Session:
+    """What a nox session function is handed, recording what it runs."""
+
+    def __init__(self, *posargs: str) -> None:
+        self.posargs = list(posargs)
+        self.ran: list[tuple[str, ...]] = []
+
+    def install(self, *args: str) -> None:
+        pass
+
+    def run(self, *args: str, **options: object) -> None:
+        self.ran.append(args)
+
+
+def test_nox_features_hands_its_extra_args_to_behave_in_place_of_the_folder() -> None:
+    sys.path.insert(0, str(CHECKOUT))
+    import noxfile
+
+    one = "src/pipost_conformance/features/sweeps.feature"
+    session = _Session(one)
+    noxfile.features(session)
+    assert session.ran == [("behave", "--format", "progress", one)]
+    every = _Session()
+    noxfile.features(every)
+    assert every.ran == [("behave", "--format", "progress", noxfile.FEATURES)]

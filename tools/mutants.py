@@ -685,7 +685,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "the contract gate takes a new message field for compatible",
         _one(
-            "compatibility.py",
+            "contract/compatibility.py",
             'Rule("message.field-added", _CLOSED, "field", ADDED, True,',
             'Rule("message.field-added", _CLOSED, "field", ADDED, False,',
         ),

@@ -1,13 +1,14 @@
 """``pi-post doctor``: a health check of the post office that changes nothing.
 
 Two halves, as everywhere in pipost. :func:`survey` is the thin I/O part: it
-looks at the tree, the process table, the kernel and the contract, and gathers
-what it saw into a :class:`Facts` snapshot, reading only (INV-16). :func:`diagnose`
-is pure: it turns a snapshot into findings. A finding is data — a stable code, a
+looks at the tree, the process table, the kernel and the pins of the wire
+contract shipped with pipost (it runs none of the contract gate), and gathers
+what it saw into a :class:`PostOfficeFacts` snapshot, reading only (INV-16).
+:func:`diagnose` is pure: it turns a snapshot into findings. A finding is data — a stable code, a
 severity (``ok`` or ``attention``), the text and the fix — from which both the
 text output (:func:`report`) and the ``--json`` document are made.
 
-A check is one function from Facts to findings, listed in CHECKS; the codes it
+A check is one function from the facts to findings, listed in CHECKS; the codes it
 can give are in CODES (docs/json.md and schemas/cli.v1.schema.json list them
 too). Adding a check is one entry in each, and the fact it needs gathered in
 survey.
@@ -16,12 +17,14 @@ survey.
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import shlex
 import stat
 import sys
 
-from pipost import contract, files, format, listeners, mailbox, quarantine, registry, watch
+from pipost import files, format, listeners, mailbox, message, quarantine, registry, watch
 from pipost.address import is_address, resume_handle
 from pipost.droplog import LIMIT as DROP_LOG_LIMIT
 from pipost.droplog import LOG_NAME, ROTATED_NAME
@@ -184,6 +187,9 @@ class Temporary(Value):
 
 
 class ContractFacts(Value):
+    """The newest pin of the message schema pipost ships, at or below the version it
+    speaks (``matches_pin``: that version itself)."""
+
     __slots__ = ("version", "fingerprint", "matches_pin")
     version: Final[int]
     fingerprint: Final[str]
@@ -195,7 +201,7 @@ class ContractFacts(Value):
         self.matches_pin = matches_pin
 
 
-class Facts(Value):
+class PostOfficeFacts(Value):
     """Everything the checks decide from, gathered at one moment."""
 
     __slots__ = (
@@ -326,7 +332,7 @@ def _folder_problem(folder: FolderFacts, fault: str, uid: int) -> Finding:
 
 
 def _folder_check(
-    facts: Facts, role: str, ok: Callable[[FolderFacts], str], missing: str
+    facts: PostOfficeFacts, role: str, ok: Callable[[FolderFacts], str], missing: str
 ) -> list[Finding]:
     """The finding about one of the root, registry/ and inbox/, if it was looked at."""
     folder = facts.folder(role)
@@ -340,7 +346,7 @@ def _folder_check(
     return [_folder_problem(folder, fault, facts.uid)]
 
 
-def _problems_of(facts: Facts, role: str) -> list[Finding]:
+def _problems_of(facts: PostOfficeFacts, role: str) -> list[Finding]:
     """Findings about the folders of ``role`` pipost cannot use (a missing one is fine)."""
     found = []
     for folder in facts.folders:
@@ -350,7 +356,7 @@ def _problems_of(facts: Facts, role: str) -> list[Finding]:
     return found
 
 
-def check_root(facts: Facts) -> list[Finding]:
+def check_root(facts: PostOfficeFacts) -> list[Finding]:
     return _folder_check(
         facts,
         "root",
@@ -360,7 +366,7 @@ def check_root(facts: Facts) -> list[Finding]:
     )
 
 
-def check_registry(facts: Facts) -> list[Finding]:
+def check_registry(facts: PostOfficeFacts) -> list[Finding]:
     return _folder_check(
         facts,
         "registry",
@@ -369,7 +375,7 @@ def check_registry(facts: Facts) -> list[Finding]:
     )
 
 
-def check_inbox(facts: Facts) -> list[Finding]:
+def check_inbox(facts: PostOfficeFacts) -> list[Finding]:
     return _folder_check(
         facts,
         "inbox",
@@ -378,7 +384,7 @@ def check_inbox(facts: Facts) -> list[Finding]:
     )
 
 
-def check_kernel_watch(facts: Facts) -> list[Finding]:
+def check_kernel_watch(facts: PostOfficeFacts) -> list[Finding]:
     if facts.kernel_watch:
         return [
             Finding(
@@ -408,7 +414,7 @@ def check_kernel_watch(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_start_times(facts: Facts) -> list[Finding]:
+def check_start_times(facts: PostOfficeFacts) -> list[Finding]:
     if facts.start_times:
         return [
             Finding(
@@ -437,7 +443,7 @@ def check_start_times(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_temporaries(facts: Facts) -> list[Finding]:
+def check_temporaries(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     stale = [t for t in facts.temporaries if temporary_is_sweepable(t.name, t.age_ms)]
@@ -462,7 +468,7 @@ def check_temporaries(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_quarantine(facts: Facts) -> list[Finding]:
+def check_quarantine(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     problems = _problems_of(facts, "quarantine")
@@ -490,7 +496,7 @@ def check_quarantine(facts: Facts) -> list[Finding]:
     return found
 
 
-def check_drop_log(facts: Facts) -> list[Finding]:
+def check_drop_log(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     problems = _problems_of(facts, "log")
@@ -523,7 +529,7 @@ def check_drop_log(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_records(facts: Facts) -> list[Finding]:
+def check_records(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("registry"):
         return []
     found = []
@@ -569,7 +575,7 @@ def check_records(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_mailboxes(facts: Facts) -> list[Finding]:
+def check_mailboxes(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("inbox"):
         return []
     found = _problems_of(facts, "mailbox")
@@ -599,7 +605,7 @@ def check_mailboxes(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_listeners(facts: Facts) -> list[Finding]:
+def check_listeners(facts: PostOfficeFacts) -> list[Finding]:
     if not facts.usable("root"):
         return []
     found = _problems_of(facts, "listeners")
@@ -629,7 +635,7 @@ def check_listeners(facts: Facts) -> list[Finding]:
     ]
 
 
-def check_contract(facts: Facts) -> list[Finding]:
+def check_contract(facts: PostOfficeFacts) -> list[Finding]:
     wire = facts.contract
     said = f"message schema v{wire.version}, fingerprint {wire.fingerprint}"
     if wire.matches_pin:
@@ -638,14 +644,14 @@ def check_contract(facts: Facts) -> list[Finding]:
         Finding(
             "contract-mismatch",
             ATTENTION,
-            f"the wire contract ({said}) differs from the pin of v{wire.version}: this "
-            f"installation may not speak pi-post v{wire.version}",
+            f"the wire contract this pipost speaks is not pinned; the newest pin it ships "
+            f"is {said}: this installation may not speak pi-post v{wire.version}",
             "pi-post contract shows what changed; reinstall pipost",
         )
     ]
 
 
-CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
+CHECKS: tuple[Callable[[PostOfficeFacts], list[Finding]], ...] = (
     check_root,
     check_registry,
     check_inbox,
@@ -661,7 +667,7 @@ CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
 )
 
 
-def diagnose(facts: Facts) -> list[Finding]:
+def diagnose(facts: PostOfficeFacts) -> list[Finding]:
     return [finding for check in CHECKS for finding in check(facts)]
 
 
@@ -686,7 +692,7 @@ def report(findings: Sequence[Finding]) -> list[str]:
     return lines
 
 
-def _names(facts: Facts) -> dict[str, str]:
+def _names(facts: PostOfficeFacts) -> dict[str, str]:
     return {session.record.address: session.record.name for session in facts.sessions}
 
 
@@ -709,7 +715,7 @@ def _size(size: int) -> str:
 # -- gathering the facts (I/O that only reads) --------------------------------------
 
 
-def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
+def survey(root: StrPath, now: int, processes: ProcessTable) -> PostOfficeFacts:
     """Look at the post office under ``root``, the machine and the contract, changing
     nothing (INV-16). A folder pipost would refuse is noted, never entered."""
     path = files.root_path(root)
@@ -718,10 +724,7 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
     if top is not None:
         with top:
             seen.descend(top)
-    pins = contract.load_pins()
-    verdicts = contract.judge_all(pins, contract.gather_all(pins, contract.load_corpus()))
-    (wire,) = [verdict for verdict in verdicts if verdict.part == "message"]
-    return Facts(
+    return PostOfficeFacts(
         root=path,
         uid=seen.uid,
         now=now,
@@ -729,9 +732,7 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
         folders=tuple(seen.folders),
         kernel_watch=_kernel_watch(path if top is not None else _nearest_folder(path)),
         start_times=bool(processes.start_token(os.getpid())),
-        contract=ContractFacts(
-            wire.version, wire.fingerprint, not any(v.exit_status for v in verdicts)
-        ),
+        contract=wire_contract(PINS_FILE),
         sessions=tuple(seen.sessions),
         queued=seen.queued,
         temporaries=tuple(seen.temporaries),
@@ -739,6 +740,28 @@ def survey(root: StrPath, now: int, processes: ProcessTable) -> Facts:
         drop_log=seen.drop_log,
         listening=seen.listening,
     )
+
+
+PINS_FILE: Final = os.path.join(os.path.dirname(__file__), "contract", "pins.json")
+
+
+def wire_contract(pins_file: str) -> ContractFacts:
+    """The wire contract as the pins shipped with pipost record it. The contract gate
+    (``pi-post contract``, docs/contract.md) holds the code to those pins before a
+    release; the doctor reads them and runs none of it."""
+    with open(pins_file, "rb") as file:
+        text = file.read()
+    try:
+        revisions = json.loads(text)["message"]
+        pinned = max(int(version) for version in revisions if int(version) <= message.VERSION)
+        fingerprint = revisions[str(pinned)][-1]["fingerprint"]
+        if not isinstance(fingerprint, str):
+            raise TypeError(fingerprint)
+    except (ValueError, LookupError, TypeError):
+        raise OSError(
+            errno.EINVAL, "no pin of the wire contract here: reinstall pipost", pins_file
+        ) from None
+    return ContractFacts(pinned, fingerprint, pinned == message.VERSION)
 
 
 class _Survey:

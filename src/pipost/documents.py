@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, TypeAlias
 
-    from pipost.doctor import Facts, Finding
+    from pipost.doctor import Finding, PostOfficeFacts
     from pipost.droplog import Drop
     from pipost.files import StrPath
     from pipost.mailbox import Letter
@@ -145,7 +145,7 @@ def quarantine(root: StrPath, entries: Sequence[Quarantined]) -> Document:
     )
 
 
-def doctor(facts: Facts, findings: Sequence[Finding]) -> Document:
+def doctor(facts: PostOfficeFacts, findings: Sequence[Finding]) -> Document:
     from pipost.doctor import healthy
 
     return _document(

@@ -38,7 +38,7 @@ TMP_SUFFIX = ".tmp"
 _DEPOSIT_ATTEMPTS = 1000  # a sweep may remove the empty folder between mkdir and lock
 
 
-class MailboxFull(Exception):
+class MailboxAtCap(Exception):
     def __init__(self, address: str, queued: int) -> None:
         self.refusal = refusals.MailboxFull(address, queued, CAP)
         super().__init__(format.refusal(self.refusal))
@@ -115,7 +115,7 @@ def deposit(top: Folder, address: str, message: Message, *, durable: bool = True
     returns the letter's path.
 
     The mailbox is counted once, under its lock: that count is the cap's (INV-08).
-    Raises MailboxFull with nothing written, and DepositFailed, with no letter
+    Raises MailboxAtCap with nothing written, and DepositFailed, with no letter
     written, for a folder that cannot be written. A sweep that removes the folder
     while we wait for its lock makes us start again (INV-17)."""
     try:
@@ -134,7 +134,7 @@ def _deposit(top: Folder, address: str, message: Message, durable: bool) -> str:
                 with folder.lock():
                     queued = len(letters_in(folder))
                     if queued >= CAP:
-                        raise MailboxFull(address, queued)
+                        raise MailboxAtCap(address, queued)
                     final = message.file_name
                     if folder.exists(final):
                         raise FileExistsError(

@@ -155,7 +155,7 @@ class Post:
                 message = restamped(checked, self.clock())
                 try:
                     path = mailbox.deposit(top, target.address, message)
-                except (mailbox.MailboxFull, mailbox.DepositFailed) as failed:
+                except (mailbox.MailboxAtCap, mailbox.DepositFailed) as failed:
                     # filled by a racing sender meanwhile, or a folder that cannot be written
                     sent = tuple((t.address, m.id) for t, m, _ in deposited)
                     raise Refused(failed.refusal.replace(already_queued=sent)) from None

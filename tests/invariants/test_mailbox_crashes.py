@@ -262,7 +262,7 @@ class MailboxMachine(RuleBasedStateMachine):
         before = self._letters()
         try:
             deposit(self.root, ADDRESS, message)
-        except mailbox.MailboxFull:
+        except mailbox.MailboxAtCap:
             event("deposit refused: mailbox full")
             assert len(before) == mailbox.CAP
             assert self._letters() == before

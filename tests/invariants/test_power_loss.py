@@ -110,7 +110,7 @@ class PowerLossMachine(RuleBasedStateMachine):
         )
         try:
             path = deposit(self.root, address, message)
-        except mailbox.MailboxFull:
+        except mailbox.MailboxAtCap:
             return
         self.recorder.returned(message.id, path, encode(message))
 
