@@ -57,3 +57,16 @@ def time_zone(request: pytest.FixtureRequest) -> Iterator[str]:
         else:
             os.environ["TZ"] = before
         time.tzset()
+
+
+SHORT_LOCK_WAIT_S = 0.2
+
+
+@pytest.fixture
+def short_bound(monkeypatch: pytest.MonkeyPatch) -> float:
+    """pipost's bound on a lock wait (files.LOCK_WAIT_S, a few seconds), shortened for
+    a test in this process whose lock is held by a stopped process."""
+    from pipost import files
+
+    monkeypatch.setattr(files, "LOCK_WAIT_S", SHORT_LOCK_WAIT_S)
+    return SHORT_LOCK_WAIT_S

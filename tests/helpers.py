@@ -10,6 +10,8 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -236,16 +238,38 @@ def open_descriptors() -> set[str]:
     return set(os.listdir("/dev/fd"))
 
 
+def descriptors_on(path: Path) -> int:
+    """How many descriptors are open on ``path`` in the processes this one may look
+    into (``/proc/<pid>/fd``). Whoever waits for the lock of a folder has it open,
+    whether it waits blocked in flock (a "->" line of /proc/locks) or tries again
+    and again, as pipost does (files.hold_lock): so this sees waiters of both."""
+    wanted = os.stat(path)
+    count = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or not ours to look into
+            continue
+        for fd in descriptors:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            count += (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino)
+    return count
+
+
 def waits_on_lock(folder: Path) -> bool:
-    """Whether /proc/locks shows a process blocked on the folder's lock."""
+    """Whether someone waits for the lock of ``folder``, which the test holds."""
     return waiters_on_lock(folder) > 0
 
 
 def waiters_on_lock(folder: Path) -> int:
-    """How many waits /proc/locks shows blocked on the folder's lock."""
-    inode = os.stat(folder).st_ino
-    with open("/proc/locks") as locks:
-        return sum("->" in line and f":{inode} " in line for line in locks)
+    """How many wait for the lock of ``folder`` while the test holds it through one
+    descriptor: the descriptors open on it besides the test's."""
+    return descriptors_on(folder) - 1
 
 
 def removed_while_awaited(folder: Path, action: Callable[[], T]) -> T:
@@ -284,6 +308,82 @@ def while_awaited(folder: Path, action: Callable[[], T], meanwhile: Callable[[],
     if raised:
         raise raised[0]
     return outcome[0]
+
+
+_FROZEN_HOLDER = """
+import fcntl, os, signal, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_SH if sys.argv[2] == "shared" else fcntl.LOCK_EX)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+@contextmanager
+def frozen_holder(path: Path, *, shared: bool = False) -> Iterator[int]:
+    """The pid of a process that holds the ``flock`` of ``path`` (a folder or a file)
+    and is stopped (SIGSTOP): a sender or a listener frozen while it held a lock.
+    Killed at the end, which frees the lock."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _FROZEN_HOLDER, str(path), "shared" if shared else "exclusive"]
+    )
+    try:
+        _, status = os.waitpid(process.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), f"the holder ended (status {status}) instead of stopping"
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait()
+
+
+def unix_socket(path: Path) -> socket.socket:
+    """A UNIX socket bound at ``path``, which cannot be opened at all (ENXIO); bound
+    from its folder, as a socket's path is limited to 108 bytes."""
+    bound = socket.socket(socket.AF_UNIX)
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        bound.bind(path.name)
+    except BaseException:
+        bound.close()
+        raise
+    finally:
+        os.chdir(here)
+    return bound
+
+
+def driverless_device(path: Path) -> None:
+    """A character device node at ``path`` whose major number no driver here claimed
+    (of those Linux keeps for local use), so it cannot be opened (ENXIO). Making one
+    needs root: the test is skipped otherwise (CI runs as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("making a device node (mknod) needs root; CI runs as root")
+    with open("/proc/devices") as table:
+        characters = table.read().split("Block devices:")[0]
+    claimed = {int(line.split()[0]) for line in characters.splitlines()[1:] if line.strip()}
+    free = [major for major in range(240, 255) if major not in claimed]
+    if not free:
+        pytest.skip("every local-use character major has a driver on this machine")
+    os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(free[0], 7))
+
+
+def not_blocked(action: Callable[[], object]) -> BaseException | None:
+    """What ``action`` raised (None if nothing), failing the test if it is still
+    waiting after 20 s: what it waits for is held by a stopped process, or is a
+    FIFO, so without a bound it would wait for ever."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as error:  # raised again by the caller's assertions
+            raised.append(error)
+
+    waiter = threading.Thread(target=run, daemon=True)
+    waiter.start()
+    waiter.join(timeout=20)
+    if waiter.is_alive():
+        pytest.fail("still waiting after 20 s for a lock or a FIFO")
+    return raised[0] if raised else None
 
 
 def finished_or_awaiting(

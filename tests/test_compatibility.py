@@ -80,6 +80,12 @@ def rules(part: str, before: Content, after: Content) -> list[tuple[str, bool]]:
             ("lock.changed", True),
         ),
         (
+            "interop",
+            {"lock:deposit": ["flock LOCK_EX x/", "flock LOCK_EX|LOCK_NB y"]},
+            {"lock:deposit": ["flock LOCK_EX|LOCK_NB x/", "flock LOCK_EX|LOCK_NB y"]},
+            ("lock.wait-bounded", False),
+        ),
+        (
             "address",
             {"derive:abc": {"result": "s-1"}},
             {"derive:abc": {"result": "s-2"}},
@@ -144,6 +150,31 @@ def test_a_value_read_or_written_as_another_json_type_breaks_though_python_finds
         assert rules("record", written('{"pid":1}'), written(text)) == [("encoding.changed", True)]
     assert rules("record", read({"pid": 1}), read({"pid": 1, "host": "h"})) == [
         ("record.reads-more", False)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (["flock LOCK_EX x/"], ["flock LOCK_SH|LOCK_NB x/"]),  # shared: no longer exclusive
+        (["flock LOCK_EX x/"], ["flock LOCK_EX|LOCK_NB y/"]),  # another file
+        (["flock LOCK_EX x/"], ["flock LOCK_EX|LOCK_NB x/", "flock LOCK_EX|LOCK_NB x/"]),
+        (["flock LOCK_EX x/", "flock LOCK_EX y"], ["flock LOCK_EX|LOCK_NB y", "flock LOCK_EX x/"]),
+        (["flock LOCK_EX|LOCK_NB x"], ["flock LOCK_EX|LOCK_NB|LOCK_NB x"]),
+        (["flock LOCK_EX x/"], []),
+        ("flock LOCK_EX x/", "flock LOCK_EX|LOCK_NB x/"),  # not a list of locks
+        ([1], ["flock LOCK_EX|LOCK_NB x/"]),
+        (["lockf LOCK_EX x/"], ["lockf LOCK_EX|LOCK_NB x/"]),
+    ],
+)
+def test_only_a_wait_made_non_blocking_on_the_same_locks_is_a_bounded_wait(
+    before: Json, after: Json
+) -> None:
+    """A lock tried without blocking (and again, to a bound) still excludes every other
+    holder: compatible. A lock made shared, moved to another file, added, reordered or
+    dropped is not that change: it breaks."""
+    assert rules("interop", {"lock:deposit": before}, {"lock:deposit": after}) == [
+        ("lock.changed", True)
     ]
 
 

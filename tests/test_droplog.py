@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipost import droplog
-from tests.helpers import NOW, log_drop
+from pipost import droplog, files
+from tests.helpers import NOW, frozen_holder, log_drop, not_blocked
 
 ADDRESS = "s-0123456789ab"
 
@@ -49,6 +49,38 @@ def test_the_log_is_private_to_its_owner(tmp_path: Path) -> None:
 
 def test_reading_an_absent_log_finds_nothing(tmp_path: Path) -> None:
     assert list(droplog.read(tmp_path)) == []
+
+
+def test_a_fifo_at_the_log_s_name_is_refused_without_waiting_for_a_reader(
+    tmp_path: Path,
+) -> None:
+    """It used to block the receiver in open() for ever: a FIFO opened for writing
+    waits for a reader. It is refused, and left as it is."""
+    (tmp_path / "log").mkdir(mode=0o700)
+    os.mkfifo(droplog.log_path(tmp_path), 0o600)
+    try:
+        raised = not_blocked(lambda: log_drop(tmp_path, drop(0)))
+    finally:  # a writer blocked in open() is freed by a reader
+        os.close(os.open(droplog.log_path(tmp_path), os.O_RDONLY | os.O_NONBLOCK))
+    assert isinstance(raised, files.UnsafePath), raised
+    assert raised.strerror == "not a regular file"
+    assert stat.S_ISFIFO(os.lstat(droplog.log_path(tmp_path)).st_mode)
+
+
+def test_a_log_a_stopped_writer_holds_is_given_up_naming_it_and_left_as_it_was(
+    tmp_path: Path, short_bound: float
+) -> None:
+    """A listener frozen (SIGSTOP) while it held the log's lock: the next line is not
+    written, and the writer learns who holds the lock after the bound."""
+    log_drop(tmp_path, drop(0))
+    log = Path(droplog.log_path(tmp_path))
+    before = log.read_bytes()
+    with frozen_holder(log) as pid:
+        raised = not_blocked(lambda: log_drop(tmp_path, drop(1)))
+    assert isinstance(raised, files.LockTimeout), raised
+    assert raised.filename == str(log)
+    assert str(raised.strerror).startswith(f"locked by pid {pid} for more than 0.2 s")
+    assert log.read_bytes() == before
 
 
 def test_a_line_that_is_not_a_drop_is_skipped_and_the_rest_still_read(tmp_path: Path) -> None:

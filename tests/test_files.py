@@ -3,6 +3,7 @@ following a symlink where pipost expects its own folder or file."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -10,16 +11,21 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipost import files
 from tests.helpers import (
+    driverless_device,
+    frozen_holder,
     give_to_unprivileged,
+    not_blocked,
     open_descriptors,
     removed_while_awaited,
+    unix_socket,
     unprivileged_python,
     unprivileged_scratch,
 )
@@ -39,7 +45,7 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fifo(tmp_path: Path) -> Iterator[Path]:
-    """A FIFO; if a test wrongly blocks opening it, opening its write end frees it."""
+    """A FIFO; if a test wrongly blocks opening it, opening its other end frees it."""
     path = tmp_path / "pipe.json"
     os.mkfifo(path)
     yield path
@@ -59,9 +65,10 @@ def run_bounded(action: threading.Thread, fifo: Path) -> None:
     action.start()
     action.join(timeout=20)
     if action.is_alive():
-        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        os.close(fd)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # frees a blocked writer
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # and a blocked reader
         action.join()
+        os.close(reader)
         pytest.fail(f"opening the FIFO {fifo} blocked")
 
 
@@ -392,6 +399,166 @@ def test_read_bounded_refuses_a_fifo_without_blocking(here: files.Folder, fifo: 
     run_bounded(threading.Thread(target=read), fifo)
     assert len(raised) == 1
     assert isinstance(raised[0], files.UnsafePath)
+
+
+def readers(here: files.Folder) -> list[Callable[[str], object]]:
+    """Every way pipost opens a file to read it: a peek, a claim, a record."""
+    return [lambda name: here.read_bounded(name, 100), here.try_lock, here.open_file]
+
+
+@pytest.mark.parametrize("reading", range(3))
+def test_a_socket_named_like_a_letter_is_refused_as_no_regular_file(
+    here: files.Folder, tmp_path: Path, reading: int
+) -> None:
+    """A socket cannot be opened (ENXIO): it is refused as what it is, no regular
+    file, like a FIFO, and not as an error of the system that stops the reader."""
+    with unix_socket(tmp_path / "socket.json"), pytest.raises(files.UnsafePath) as raised:
+        readers(here)[reading]("socket.json")
+    assert raised.value.strerror == "not a regular file"
+    assert raised.value.filename == str(tmp_path / "socket.json")
+
+
+def test_a_device_node_no_driver_answers_is_refused_as_no_regular_file(
+    here: files.Folder, tmp_path: Path
+) -> None:
+    driverless_device(tmp_path / "device.json")
+    with pytest.raises(OSError) as opened:  # what the system says of it
+        os.close(os.open(tmp_path / "device.json", os.O_RDONLY | os.O_NONBLOCK))
+    assert opened.value.errno in (errno.ENXIO, errno.ENODEV)
+    for reading in readers(here):
+        with pytest.raises(files.UnsafePath) as raised:
+            reading("device.json")
+        assert raised.value.strerror == "not a regular file"
+
+
+def test_a_file_that_cannot_be_opened_is_still_the_system_s_error(
+    here: files.Folder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only what is no regular file is refused as such: a regular file the system
+    will not open (an I/O error) keeps the system's error, for the caller to say."""
+    (tmp_path / "letter.json").write_bytes(b"{}")
+    real_open = os.open
+
+    def failing(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "letter.json":
+            raise OSError(errno.EIO, "Input/output error")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", failing)
+    with pytest.raises(OSError) as raised:
+        here.read_bounded("letter.json", 10)
+    assert not isinstance(raised.value, files.UnsafePath)
+    assert raised.value.errno == errno.EIO
+
+
+def test_open_append_refuses_a_fifo_without_waiting_for_a_reader(
+    here: files.Folder, fifo: Path
+) -> None:
+    raised: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            os.close(here.open_append(fifo.name))
+        except BaseException as error:
+            raised.append(error)
+
+    run_bounded(threading.Thread(target=append), fifo)
+    assert len(raised) == 1
+    assert isinstance(raised[0], files.UnsafePath)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_open_append_refuses_a_fifo_that_has_a_reader(here: files.Folder, fifo: Path) -> None:
+    """With a reader the FIFO opens at once: it is still no log, and refused."""
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with pytest.raises(files.UnsafePath):
+            here.open_append(fifo.name)
+    finally:
+        os.close(reader)
+
+
+def test_open_append_refuses_a_socket(here: files.Folder, tmp_path: Path) -> None:
+    with unix_socket(tmp_path / "drops.jsonl"), pytest.raises(files.UnsafePath):
+        here.open_append("drops.jsonl")
+
+
+# -- locks held past the bound ------------------------------------------------------------
+
+
+def test_a_folder_lock_held_by_a_stopped_process_is_given_up_naming_it(
+    here: files.Folder, tmp_path: Path, short_bound: float
+) -> None:
+    def lock() -> None:
+        with here.lock():
+            pass
+
+    with frozen_holder(tmp_path) as pid:
+        raised = not_blocked(lock)
+    assert isinstance(raised, files.LockTimeout), raised
+    assert raised.filename == str(tmp_path)
+    assert f"locked by pid {pid} for more than 0.2 s" in str(raised.strerror)
+    assert f"kill -CONT {pid}" in str(raised.strerror)
+    assert lock_is_free(tmp_path), "the lock is still held after giving up"
+    with here.lock():  # and it is taken again once the holder is gone
+        assert not lock_is_free(tmp_path)
+
+
+def test_a_listener_s_lock_file_held_by_a_stopped_reader_is_given_up(
+    here: files.Folder, tmp_path: Path, short_bound: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between making its lock file and locking it, a listener may meet a reader
+    asking whether it is held (a shared lock, for a moment): one frozen right then is
+    waited for no longer than the bound, and the file made for the lock is gone."""
+    holders = contextlib.ExitStack()
+    pids: list[int] = []
+    real_open = os.open
+
+    def made_then_read_by_a_frozen_reader(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        if path == "1.abcd.lock":
+            pids.append(holders.enter_context(frozen_holder(tmp_path / path, shared=True)))
+        return fd
+
+    monkeypatch.setattr(os, "open", made_then_read_by_a_frozen_reader)
+    with holders:
+        raised = not_blocked(lambda: here.create_locked("1.abcd.lock"))
+    assert isinstance(raised, files.LockTimeout), raised
+    assert f"locked by pid {pids[0]} " in str(raised.strerror)
+    assert not (tmp_path / "1.abcd.lock").exists()
+
+
+def test_the_holders_of_a_lock_are_read_from_the_kernel_s_table() -> None:
+    """/proc/locks: the holders of the file's lock, not its waiters ("->"), not the
+    holders of another file or of the same inode on another device."""
+    table = (
+        "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146867 0 EOF\n"
+        "1: -> FLOCK  ADVISORY  WRITE 5353 fe:00:2146867 0 EOF\n"
+        "2: FLOCK  ADVISORY  READ 4343 fe:00:2146867 0 EOF\n"
+        "3: FLOCK  ADVISORY  WRITE 6464 fe:00:2146868 0 EOF\n"
+        "4: FLOCK  ADVISORY  WRITE 7575 00:2c:2146867 0 EOF\n"
+        "5: OFDLCK ADVISORY  WRITE -1 fe:00:2146867 0 EOF\n"
+        "6: FLOCK  ADVISORY  WRITE 0 fe:00:2146867 0 EOF\n"
+        "garbage\n"
+    )
+    assert files.holders_in(table, 0xFE, 0, 2146867) == [4242, 4343]
+    assert files.holders_in(table, 0, 0x2C, 2146867) == [7575]
+    assert files.holders_in(table, 0xFE, 0, 1) == []
+
+
+def test_a_lock_whose_holder_cannot_be_found_says_another_process(
+    here: files.Folder, tmp_path: Path, short_bound: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "LOCKS_TABLE", str(tmp_path / "no-such-table"))
+
+    def lock() -> None:
+        with here.lock():
+            pass
+
+    with frozen_holder(tmp_path):
+        raised = not_blocked(lock)
+    assert isinstance(raised, files.LockTimeout)
+    assert raised.strerror == "locked by another process for more than 0.2 s"
 
 
 # -- whose folders: ownership and modes (SPEC 10) ---------------------------------------

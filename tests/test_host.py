@@ -1587,6 +1587,52 @@ def test_a_letter_that_cannot_be_set_aside_waits_and_the_mail_behind_it_flows(
     assert (Path(quarantine.quarantine_of(root, ADDRESS)) / bad_name).read_bytes() == b"{"
 
 
+def test_a_drop_log_a_stopped_listener_holds_keeps_its_letters_queued_said_once(
+    root: Path, post: Post, hosts: Callable[..., Host], short_bound: float
+) -> None:
+    """Another session's listener frozen while it held the drop log's lock: a letter
+    that needs a line there waits for its next try after the bound, the mail behind
+    it flows, and the session says once who holds the log; once the log takes a line
+    again, a new stall is said again (INV-05, INV-23). It used to wait for ever."""
+    steps = SteppedTime()
+    context = Recording()
+    said: list[str] = []
+    receiver = hosts(post, context, say=said.append, monotonic=steps.monotonic)
+    receiver.start()
+    bad_name = f"{NOW - 5:013d}-0badc0de.json"  # sorts first: it must not hold up the rest
+    (Path(mailbox.inbox_of(root, ADDRESS)) / bad_name).write_bytes(b"{")
+    good = deposit(root, "behind the bad one", NOW)
+    helpers.log_drop(root, droplog.Drop(NOW, ADDRESS, "earlier.json", "?", "malformed: x"))
+    log = Path(droplog.log_path(root))
+
+    with helpers.frozen_holder(log) as pid:
+        first: list[Outcome] = []
+        assert helpers.not_blocked(lambda: first.extend(receiver.drain())) is None
+        steps.now += host.RETRY_FIRST_S
+        again = receiver.drain()
+    assert [(o.name, o.action) for o in first] == [
+        (bad_name, Action.DEFERRED),
+        (good.file_name, Action.ENTER),
+    ]
+    assert [(o.name, o.action) for o in again] == [(bad_name, Action.DEFERRED)]
+    assert context.ids == [good.id]
+    assert queued(root) == [bad_name]
+    about_the_log = [line for line in said if str(log) in line]
+    assert len(about_the_log) == 1, said
+    assert f"locked by pid {pid} " in about_the_log[0]
+    assert bad_name in about_the_log[0]
+
+    steps.now += 2 * host.RETRY_FIRST_S
+    assert [(o.name, o.action) for o in receiver.drain()] == [(bad_name, Action.SET_ASIDE)]
+    assert [d.letter for d in drops(root)] == ["earlier.json", bad_name]
+
+    other_bad = f"{NOW - 4:013d}-0badc0de.json"
+    (Path(mailbox.inbox_of(root, ADDRESS)) / other_bad).write_bytes(b"[")
+    with helpers.frozen_holder(log):
+        assert [(o.name, o.action) for o in receiver.drain()] == [(other_bad, Action.DEFERRED)]
+    assert len([line for line in said if str(log) in line]) == 2, said
+
+
 def test_a_letter_evicted_from_the_full_quarantine_is_logged(
     root: Path, post: Post, hosts: Callable[..., Host]
 ) -> None:

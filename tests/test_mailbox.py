@@ -4,6 +4,7 @@ that is not a message goes is tests/test_quarantine.py."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -24,11 +25,14 @@ from tests.helpers import (
     VanishingFolders,
     claim_named,
     deposit,
+    frozen_holder,
     make_message,
     make_record,
+    not_blocked,
     open_descriptors,
     peek,
     tree_snapshot,
+    unix_socket,
     write_record,
 )
 from tests.invariants.fsmodel import Recorder, every_cut
@@ -454,6 +458,49 @@ def test_a_receiver_refuses_a_symlinked_mailbox_and_leaves_its_target_alone(
     assert (elsewhere / message.file_name).read_bytes() == encode(message)
 
 
+def test_a_socket_named_like_a_letter_is_not_a_file_and_the_letter_behind_it_flows(
+    root: Path,
+) -> None:
+    """A socket cannot be opened at all (ENXIO): a peek shows it as no message and
+    goes on, a receiver sets it aside, still a socket, and takes the letter behind it
+    (INV-10). It used to end the peek and the receiver with the system's error."""
+    good = make_message(body="behind the socket")
+    deposit(root, ADDRESS, good)
+    socket_name = f"{NOW - 5:013d}-00000000.json"  # sorts first
+    with unix_socket(inbox(root) / socket_name):
+        not_a_file = Rejected("not_a_file", "not a regular file")
+        assert [letter.content for letter in peek(root, ADDRESS)] == [not_a_file, good]
+        claims = mailbox.claims(root, ADDRESS)
+        first = next(claims)
+        assert (first.name, first.content) == (socket_name, not_a_file)
+        first.set_aside(not_a_file.reason)
+        first.release()
+        second = next(claims)
+        assert second.content == good
+        second.release()
+        claims.close()
+    kept = root / "quarantine" / ADDRESS / socket_name
+    assert stat.S_ISSOCK(os.lstat(kept).st_mode)
+    assert mailbox.letter_names(root, ADDRESS) == [good.file_name]
+
+
+def test_a_deposit_into_a_mailbox_a_stopped_sender_holds_fails_with_nothing_written(
+    root: Path, short_bound: float
+) -> None:
+    """A sender frozen (SIGSTOP) while it holds the mailbox's lock: the next deposit
+    gives up after the bound, as a mailbox that cannot be written (cannot_write),
+    naming the holder, and nothing is written (SPEC 3.1, 10; INV-23)."""
+    deposit(root, ADDRESS, make_message(body="the first"))
+    before = tree_snapshot(root)
+    with frozen_holder(inbox(root)) as pid:
+        raised = not_blocked(lambda: deposit(root, ADDRESS, make_message(body="the second")))
+    assert isinstance(raised, mailbox.DepositFailed), raised
+    assert isinstance(raised.refusal, refusals.CannotWrite)
+    assert raised.refusal.address == ADDRESS
+    assert raised.refusal.reason.startswith(f"locked by pid {pid} for more than 0.2 s")
+    assert tree_snapshot(root) == before
+
+
 def test_a_fifo_named_like_a_letter_does_not_block(root: Path) -> None:
     (root / "inbox").mkdir(parents=True)
     inbox(root).mkdir()
@@ -529,15 +576,23 @@ SENDERS = 24
 PREFILLED = 45
 
 
-def blocked_on_a_lock(pids: set[int]) -> set[int]:
-    """Which of ``pids`` wait for a lock right now ("->" lines of /proc/locks)."""
-    waiting = set()
-    with open("/proc/locks") as table:
-        for line in table:
-            fields = line.split()
-            if len(fields) > 5 and fields[1] == "->" and int(fields[5]) in pids:
-                waiting.add(int(fields[5]))
-    return waiting
+def holding_open(folder: Path, pids: set[int]) -> set[int]:
+    """Which of ``pids`` have ``folder`` open right now: a sender has its mailbox
+    open only to lock it and deposit, so while the test holds that lock, they wait
+    for it (by trying it again and again: files.hold_lock)."""
+    holding = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):  # it ended, or closed a descriptor meanwhile
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(folder):
+                    holding.add(pid)
+                    break
+    return holding
+
+
+PATIENT_SEND = "from pipost import cli, files; files.LOCK_WAIT_S = 600.0; cli.exit_now(cli.main())"
+"""``pi-post`` that waits for a lock far longer than pipost does: 24 of them start
+while the test holds the lock, and the machine may take seconds to start them all."""
 
 
 class FolderWatcher(threading.Thread):
@@ -588,7 +643,7 @@ def test_racing_sender_processes_never_overfill_a_mailbox(
     with held, held.lock():
         try:
             for number in range(SENDERS):
-                command = [sys.executable, "-m", "pipost", "send", "--to", record.address]
+                command = [sys.executable, "-c", PATIENT_SEND, "send", "--to", record.address]
                 senders.append(
                     subprocess.Popen(
                         [*command, "--body", f"sender {number}"],
@@ -605,7 +660,7 @@ def test_racing_sender_processes_never_overfill_a_mailbox(
             while waiting != pids and time.monotonic() < deadline:
                 if any(sender.poll() is not None for sender in senders):
                     break  # one ended without waiting: the assertions below say why
-                waiting = blocked_on_a_lock(pids)
+                waiting = holding_open(folder, pids)
                 time.sleep(0.01)
         except BaseException:
             for sender in senders:

@@ -37,8 +37,10 @@ from tests.helpers import (
     FakeProcessTable,
     deposit,
     finished_or_awaiting,
+    frozen_holder,
     make_message,
     make_record,
+    not_blocked,
     removed_while_awaited,
     tree_snapshot,
     unprivileged_python,
@@ -914,6 +916,24 @@ def test_a_mailbox_another_sweep_removes_while_this_one_waits_counts_as_empty(
     assert report == sweep.SweepReport((record.address,), ())
     assert os.listdir(root / "registry") == []
     assert os.listdir(root / "inbox") == []
+
+
+def test_a_sweep_gives_up_a_mailbox_a_stopped_sender_holds_and_removes_nothing_of_it(
+    root: Path, short_bound: float
+) -> None:
+    """A sender frozen while it holds a mailbox's lock: the sweep stops after the
+    bound with an error naming the holder, and that session's record and mailbox
+    stay (INV-17); it used to wait without limit."""
+    record = write_record(root, make_record("sess-frozen", "/x", last_seen=NOW - YEAR_MS))
+    folder = root / "inbox" / record.address
+    folder.mkdir(parents=True)
+    before = tree_snapshot(root)
+    with frozen_holder(folder) as pid:
+        raised = not_blocked(lambda: sweep.sweep(root, NOW, FakeProcessTable()))
+    assert isinstance(raised, files.LockTimeout), raised
+    assert raised.filename == str(folder)
+    assert str(raised.strerror).startswith(f"locked by pid {pid} ")
+    assert tree_snapshot(root) == before
 
 
 def test_a_deposit_whose_folder_is_swept_under_it_starts_again(

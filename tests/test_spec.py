@@ -238,6 +238,10 @@ FIGURES = [
     ("stale temporaries", f"more than {session.TEMPORARY_STALE_MS // 3_600_000} hours"),
     ("quarantine cap", f"at most {quarantine.CAP} letters per address"),
     ("drop log size", f"past {droplog.LIMIT // (1 << 20)} MiB"),
+    (
+        "lock wait",
+        f"every {files.LOCK_POLL_S * 1000:g} ms for at most {files.LOCK_WAIT_S:g} s",
+    ),
     ("folder mode", f"MUST be made {files.DIR_MODE:04o}"),
     ("file mode", f"every file {files.FILE_MODE:04o}"),
     ("driver clock", f"(default {DEFAULT_NOW})"),

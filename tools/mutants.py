@@ -431,8 +431,8 @@ FAULTS: tuple[Fault, ...] = (
         "a letter is opened through a symlink",
         _one(
             "files.py",
-            "_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK\n",
-            "_FILE = os.O_RDONLY | os.O_NONBLOCK\n",
+            "_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY\n",
+            "_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY\n",
         ),
         (
             tests(MAILBOX_TESTS, "test_a_symlinked_letter_is_refused_not_followed"),
@@ -727,6 +727,54 @@ FAULTS: tuple[Fault, ...] = (
                 "test_a_name_too_long_for_its_reason_beside_it_is_cut_to_fit_and_still_moved",
             ),
             tests(HOST_TESTS, "test_a_letter_named_with_255_bytes_is_set_aside_and_logged_once"),
+        ),
+    ),
+    Fault(
+        "a lock held by a stopped process is waited for without limit (issue 38)",
+        _one(
+            "files.py",
+            "        left = deadline - time.monotonic()\n",
+            "        left = LOCK_WAIT_S\n",
+        ),
+        (
+            tests(
+                "test_files.py",
+                "test_a_folder_lock_held_by_a_stopped_process_is_given_up_naming_it",
+            ),
+            tests(
+                MAILBOX_TESTS,
+                "test_a_deposit_into_a_mailbox_a_stopped_sender_holds_fails_with_nothing_written",
+            ),
+        ),
+    ),
+    Fault(
+        "a socket named like a letter stops its reader (issue 38)",
+        _one(
+            "files.py",
+            "            return not stat.S_ISREG(self.lstat(name).st_mode)\n",
+            "            return False\n",
+        ),
+        (
+            tests(
+                MAILBOX_TESTS,
+                "test_a_socket_named_like_a_letter_is_not_a_file_and_the_letter_behind_it_flows",
+            ),
+            scenarios("hostile_input.feature", "^a UNIX socket named like a letter"),
+        ),
+    ),
+    Fault(
+        "the drop log is opened as whatever stands at its name (issue 38)",
+        _one(
+            "files.py",
+            "            if not stat.S_ISREG(os.fstat(fd).st_mode):\n",
+            "            if False:\n",
+        ),
+        (
+            tests(
+                "test_files.py",
+                "test_open_append_refuses_a_fifo_that_has_a_reader",
+                "test_read_bounded_refuses_a_fifo_without_blocking",
+            ),
         ),
     ),
 )

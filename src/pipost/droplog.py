@@ -15,7 +15,6 @@ cut line, and no line is glued onto one a crash cut.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -60,14 +59,16 @@ def log_path(root: StrPath) -> str:
 
 def record(top: files.Folder, drop: Drop) -> None:
     """Append one line, flushed, below the open root ``top``; rotate first when the
-    file is past LIMIT."""
+    file is past LIMIT. Never blocks without limit: what stands at the log's name
+    and is no regular file is refused (files.UnsafePath), and a lock held past
+    files.LOCK_WAIT_S is given up (files.LockTimeout)."""
     fields = {k: v[:_FIELD_LIMIT] if isinstance(v, str) else v for k, v in drop.to_json().items()}
     data = (json.dumps(fields, ensure_ascii=False) + "\n").encode("utf-8", "replace")
     with top.make("log") as folder:
         while True:
             fd = folder.open_append(LOG_NAME)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                files.hold_lock(fd, folder.name(LOG_NAME))
                 # Another writer may have rotated the file while we waited for the lock.
                 if not _is_current(folder, fd):
                     continue

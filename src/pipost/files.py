@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 import stat
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +34,18 @@ FILE_MODE = 0o600
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 # A FIFO or a device opened non-blocking never stalls us; it is refused after fstat.
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+# A terminal named like a letter must not become this process's controlling one.
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+
+LOCK_WAIT_S = 5.0
+"""How long pipost waits for a lock before it gives up, naming the holder. A deposit,
+a sweep of one mailbox, a line of the drop log, a listener joining hold theirs for
+milliseconds (an fsync or two); a holder still there after this long is stopped or
+stuck, and waiting on would block a sender, a sweep or a listener without limit."""
+LOCK_POLL_S = 0.005
+"""Between two tries of a lock that is held: short, and the same for every waiter,
+so that none is favoured for having waited less."""
 
 
 class UnsafePath(OSError):
@@ -64,6 +76,73 @@ def write_trouble(what: str, error: OSError) -> str:
     """Why ``what`` could not be written, and the fix where the cause has a usual one."""
     cause = _WRITE_FIXES.get(error.errno or 0) or error.strerror or str(error)
     return f"{what} cannot be written: {cause}"
+
+
+class LockTimeout(OSError):
+    """A lock another process still held when LOCK_WAIT_S had passed."""
+
+
+def hold_lock(fd: int, path: str, *, shared: bool = False) -> None:
+    """Take the ``flock`` of ``fd`` (exclusive, or shared), waiting at most LOCK_WAIT_S;
+    then LockTimeout, naming the holder where the system says who it is. Tried
+    without blocking, again and again, so the wait has a bound and a signal handler
+    that asks to stop is heard within it."""
+    operation = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LockTimeout(errno.ETIMEDOUT, _held_by(lock_holders(fd)), path)
+        time.sleep(min(LOCK_POLL_S, left))
+
+
+def _held_by(pids: list[int]) -> str:
+    """What a LockTimeout says: who holds the lock, and what to do about it."""
+    waited = f"for more than {LOCK_WAIT_S:g} s"
+    if not pids:
+        return f"locked by another process {waited}"
+    shown = ", ".join(map(str, pids))
+    return (
+        f"locked by pid {shown} {waited}; if it is stopped, resume it (kill -CONT {shown}) "
+        "or end it"
+    )
+
+
+LOCKS_TABLE = "/proc/locks"
+"""Where Linux lists the locks held, with their holders' pids; elsewhere the holder
+of a lock is not said."""
+
+
+def lock_holders(fd: int) -> list[int]:
+    """The pids holding a lock on the file ``fd`` is open on, from LOCKS_TABLE; empty
+    where the system does not say (another system, another file system)."""
+    info = os.fstat(fd)
+    try:
+        with open(LOCKS_TABLE, encoding="ascii", errors="replace") as table:
+            text = table.read()
+    except OSError:
+        return []
+    return holders_in(text, os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
+
+
+def holders_in(table: str, major: int, minor: int, inode: int) -> list[int]:
+    """The pids that hold (not await) a lock on the file ``major:minor:inode`` in the
+    text of /proc/locks: ``1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146867 0 EOF``, the
+    device in hex; a waiter's line has ``->`` after the number."""
+    wanted = f"{major:02x}:{minor:02x}:{inode}"
+    pids = set()
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] != "->" and fields[5] == wanted:
+            pid = fields[4]
+            if pid.isdigit() and int(pid) > 0:  # 0: a holder outside our pid namespace
+                pids.add(int(pid))
+    return sorted(pids)
 
 
 def privacy_fault(owner: int, mode: int, uid: int) -> str | None:
@@ -282,7 +361,9 @@ class Folder:
 
         Deposits count and rename under it, and a sweep removes the folder under
         it; a deposit that wakes up holding the lock of a removed folder gets
-        Vanished and starts again. The kernel drops the lock if the holder dies."""
+        Vanished and starts again. The kernel drops the lock if the holder dies; a
+        holder that lives but stops (SIGSTOP) is waited for LOCK_WAIT_S at most
+        (LockTimeout)."""
         return FolderLock(self)
 
     def flush(self) -> None:
@@ -338,27 +419,51 @@ class Folder:
 
     def open_file(self, name: str) -> OpenFile | None:
         """A regular file opened for reading; None when it is missing. A symlink, a
-        FIFO or anything else that is not a plain file: UnsafePath."""
+        FIFO, a socket or anything else that is not a plain file: UnsafePath."""
         try:
-            fd = os.open(name, _FILE, dir_fd=self.fd)
+            fd = self._open_regular(name, _FILE)
         except FileNotFoundError:
             return None
+        handle = OpenFile(fd)
+        try:
+            handle.size = os.fstat(fd).st_size
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+    def _open_regular(self, name: str, flags: int) -> int:
+        """A descriptor of the regular file ``name``, opened with ``flags`` (never
+        blocking, never through a symlink); anything else standing there is refused
+        with UnsafePath and left as it is."""
+        try:
+            fd = os.open(name, flags, FILE_MODE, dir_fd=self.fd)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise UnsafePath(
                     error.errno, "a symlink is never followed", self.name(name)
                 ) from None
+            # A socket, or a device node no driver answers, cannot be opened at all
+            # (ENXIO, ENODEV ...): refused as what it is, not as the system's error.
+            if not isinstance(error, (FileNotFoundError, PermissionError)) and self._stands_apart(
+                name
+            ):
+                raise UnsafePath(errno.EINVAL, "not a regular file", self.name(name)) from None
             raise
-        handle = OpenFile(fd)
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise UnsafePath(errno.EINVAL, "not a regular file", self.name(name))
         except BaseException:
-            handle.close()
+            os.close(fd)
             raise
-        handle.size = info.st_size
-        return handle
+        return fd
+
+    def _stands_apart(self, name: str) -> bool:
+        """Whether something other than a regular file stands at ``name``."""
+        try:
+            return not stat.S_ISREG(self.lstat(name).st_mode)
+        except OSError:
+            return False
 
     def read_bounded(self, name: str, limit: int) -> bytes | None:
         """At most ``limit + 1`` bytes of a regular file; None when it is missing."""
@@ -396,7 +501,7 @@ class Folder:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         handle = OpenFile(os.open(name, flags, FILE_MODE, dir_fd=self.fd))
         try:
-            fcntl.flock(handle.fd, fcntl.LOCK_EX)  # waits out a reader's passing shared lock
+            hold_lock(handle.fd, self.name(name))  # waits out a reader's passing shared lock
         except BaseException:
             handle.close()
             os.unlink(name, dir_fd=self.fd)
@@ -423,10 +528,11 @@ class Folder:
         return False
 
     def open_append(self, name: str) -> int:
-        """A descriptor that appends to ``name`` (created 0600), never through a
-        symlink; it reads too, so that the writer can see how the file ends."""
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-        return os.open(name, flags, FILE_MODE, dir_fd=self.fd)
+        """A descriptor that appends to the regular file ``name`` (created 0600), never
+        through a symlink; it reads too, so that the writer can see how the file ends.
+        A FIFO, a socket or a device standing there is refused (UnsafePath) without
+        waiting for a reader."""
+        return self._open_regular(name, _APPEND)
 
 
 class FolderLock:
@@ -436,7 +542,7 @@ class FolderLock:
         self.folder = folder
 
     def __enter__(self) -> Folder:
-        fcntl.flock(self.folder.fd, fcntl.LOCK_EX)
+        hold_lock(self.folder.fd, self.folder.path)
         if os.fstat(self.folder.fd).st_nlink == 0:
             fcntl.flock(self.folder.fd, fcntl.LOCK_UN)
             raise Vanished  # caught by every caller, which starts again: no text to give

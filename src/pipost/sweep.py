@@ -184,6 +184,9 @@ class _MailboxHeld:
             self._folder.lock().__enter__()
         except files.Vanished:
             return 0
+        except BaseException:  # a holder past the bound (LockTimeout): the sweep stops
+            self._folder.close()
+            raise
         self._stale += _remove_stale_temporaries(self._folder, self._where, self._now)
         return len(self._folder.names())
 

@@ -680,7 +680,7 @@ CHECKED_ON_PIPOST_ALONE: dict[str, list[str]] = {
         "tests/exchange/test_sigkill.py",
     ],
     "INV-09": ["tests/exchange/test_hostile_inbox.py"],
-    "INV-10": ["tests/exchange/test_hostile_inbox.py"],
+    "INV-10": ["tests/exchange/test_bounded_waits.py", "tests/exchange/test_hostile_inbox.py"],
     "INV-11": ["tests/exchange/test_delivery.py"],
     "INV-14": ["tests/exchange/test_delivery.py", "tests/exchange/test_listeners.py"],
     "INV-15": ["tests/exchange/test_listeners.py"],
@@ -691,6 +691,7 @@ CHECKED_ON_PIPOST_ALONE: dict[str, list[str]] = {
     "INV-22": ["tests/exchange/test_hostile_inbox.py"],
     "INV-23": [
         "tests/invariants/test_contained_failures.py",
+        "tests/exchange/test_bounded_waits.py",
         "tests/exchange/test_exec_stop.py",
         "tests/exchange/test_hostile_inbox.py",
         "tests/exchange/test_listeners.py",

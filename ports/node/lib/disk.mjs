@@ -111,6 +111,9 @@ export class Folder {
     } catch (e) {
       if (e.code === "ENOENT") return { missing: true };
       if (e.code === "ELOOP") return { symlink: true };
+      // A socket, or a device node no driver answers, cannot be opened at all
+      // (ENXIO, ENODEV): it is no regular file, like a FIFO, not an unreadable one.
+      if (e.code !== "EACCES" && e.code !== "EPERM" && this.standsApart(name)) return { notFile: true };
       return { unreadable: e.code };
     }
     const info = fs.fstatSync(fd);
@@ -119,6 +122,15 @@ export class Folder {
       return { notFile: true };
     }
     return { fd, info };
+  }
+
+  // Whether something other than a regular file stands at `name` (never followed).
+  standsApart(name) {
+    try {
+      return !fs.lstatSync(this.at(name)).isFile();
+    } catch {
+      return false;
+    }
   }
 
   readSmall(name, limit) {

@@ -135,6 +135,29 @@ def _only_appended(before: Json, after: Json) -> bool:
     return isinstance(before, list) and isinstance(after, list) and after[: len(before)] == before
 
 
+def _waits_bounded(before: Json, after: Json) -> bool:
+    """The same locks of the same files, in the same order, some of them now tried
+    without blocking (``LOCK_NB`` added; pipost tries again until a bound): whoever
+    holds one still excludes every other holder, and a waiter no longer waits
+    without limit."""
+    if not (isinstance(before, list) and isinstance(after, list)) or len(before) != len(after):
+        return False
+    return all(
+        old == new or _lock_with_nb(old) == new for old, new in zip(before, after, strict=True)
+    )
+
+
+def _lock_with_nb(taken: Json) -> str | None:
+    """``flock LOCK_EX <file>`` as tried without blocking: ``flock LOCK_EX|LOCK_NB <file>``."""
+    if not isinstance(taken, str):
+        return None
+    call, _, rest = taken.partition(" ")
+    operation, _, where = rest.partition(" ")
+    if call != "flock" or "LOCK_NB" in operation.split("|"):
+        return None
+    return f"{call} {operation}|LOCK_NB {where}"
+
+
 def _accepted(value: Json) -> dict[str, Json] | None:
     result = _result(value)
     if isinstance(result, dict) and isinstance(result.get("accepted"), dict):
@@ -236,6 +259,15 @@ RULES: Final = (
     Rule("address.pattern-changed", (), "pattern", CHANGED, True, "addresses judged apart"),
     Rule("limit.changed", (), "limit", CHANGED, True, "two writers disagree on a cap"),
     Rule("timing.changed", (), "timing", CHANGED, True, "presence or waits judged apart"),
+    Rule(
+        "lock.wait-bounded",
+        (),
+        "lock",
+        CHANGED,
+        False,
+        "the same locks exclude each other; a waiter gives up after a bound",
+        _waits_bounded,
+    ),
     Rule("lock.changed", (), "lock", CHANGED, True, "two writers no longer exclude each other"),
     Rule("tree.name-changed", (), "name", CHANGED, True, "the other side looks elsewhere"),
     Rule("tree.mode-changed", (), "mode", CHANGED, True, "files made with other modes"),

@@ -1,8 +1,8 @@
 @must
 Feature: Hostile input is read in bounded bites, never followed and never obeyed
   Whatever someone lays in a mailbox or the registry — a gigabyte named like a
-  letter, bytes that are not text, JSON nested past reason, a FIFO, a folder or a
-  symlink where a letter belongs, a field that reads like a path, a body dressed
+  letter, bytes that are not text, JSON nested past reason, a FIFO, a socket, a
+  folder or a symlink where a letter belongs, a field that reads like a path, a body dressed
   up as the boundary — the receiver looks at a bounded head of it, sets it aside
   and keeps delivering. No field builds a path, no symlink is followed, and no
   body forges the boundary.
@@ -45,9 +45,10 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
     And bob's mailbox holds no letter
 
     Examples:
-      | thing    |
-      | a FIFO   |
-      | a folder |
+      | thing           |
+      | a FIFO          |
+      | a UNIX socket   |
+      | a folder        |
 
   @should @INV-10 @INV-22
   Scenario Outline: <thing> named like a letter is kept when it is set aside, as it was: <kept as>
@@ -60,6 +61,7 @@ Feature: Hostile input is read in bounded bites, never followed and never obeyed
       | a sparse file of 1 GiB that starts like a letter | whole or its head when oversize         |
       | bytes that are not UTF-8                         | whole or its head when oversize         |
       | a FIFO                                           | still a FIFO                            |
+      | a UNIX socket                                    | still a UNIX socket                     |
       | a folder                                         | still a folder                          |
       | a symlink to a valid letter outside              | still a symlink to the letter outside   |
 

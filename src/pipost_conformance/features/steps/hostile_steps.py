@@ -1,6 +1,6 @@
 """Steps of hostile_input.feature: hostile files laid on disk by hand where a
-hostile writer would put them — bytes, sparse giants, deep nesting, FIFOs, folders
-and symlinks where letters belong, symlinked folders and records, fields that read
+hostile writer would put them — bytes, sparse giants, deep nesting, FIFOs, sockets,
+folders and symlinks where letters belong, symlinked folders and records, fields that read
 like paths, bodies dressed up as the boundary — and judged only through the
 driver (``deliver``, ``peek``, ``send``, ``list``, ``resolve``, ``record``) and the
 files on disk, so that a port meets every one of them.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,7 +281,7 @@ def _hostile_files() -> dict[str, tuple[bytes, int | None]]:
     }
 
 
-NOT_A_FILE = ("a FIFO", "a folder", "a symlink to a valid letter outside")
+NOT_A_FILE = ("a FIFO", "a UNIX socket", "a folder", "a symlink to a valid letter outside")
 _HOSTILE_FILES = "|".join(re.escape(kind) for kind in [*_hostile_files(), *NOT_A_FILE])
 
 
@@ -291,6 +292,9 @@ def hostile_file(context: Context, description: str) -> None:
     the.bad_letter = (OLDEST, b"")
     if description == "a FIFO":
         os.mkfifo(path, 0o600)
+        return
+    if description == "a UNIX socket":  # it cannot be opened at all (ENXIO)
+        bind_socket(path)
         return
     if description == "a folder":
         path.mkdir(mode=0o700, exist_ok=True)
@@ -347,10 +351,22 @@ def in_pipost_quarantine(context: Context) -> None:
     assert os.lstat(kept).st_size <= MiB, "the quarantine keeps more than a head"
 
 
-_KINDS = {"a FIFO": stat.S_ISFIFO, "a folder": stat.S_ISDIR}
+def bind_socket(path: Path) -> None:
+    """A UNIX socket at ``path``, bound from its folder (a socket's path is limited to
+    108 bytes); the file stays when the socket is closed."""
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        with socket.socket(socket.AF_UNIX) as bound:
+            bound.bind(path.name)
+    finally:
+        os.chdir(here)
 
 
-@then("the bad letter is kept outside the mailboxes, still (a FIFO|a folder)")
+_KINDS = {"a FIFO": stat.S_ISFIFO, "a UNIX socket": stat.S_ISSOCK, "a folder": stat.S_ISDIR}
+
+
+@then("the bad letter is kept outside the mailboxes, still (a FIFO|a UNIX socket|a folder)")
 @checks("INV-10")
 def kept_as_it_was(context: Context, what: str) -> None:
     """Set aside as it is, below the root: not opened, not destroyed."""

@@ -224,11 +224,34 @@ a bound against hanging, never a verdict."""
 
 
 def _awaited(folder: Path) -> bool:
-    """Whether a process waits for the lock of ``folder`` (a line of /proc/locks
-    marked ``->`` that names its inode)."""
+    """Whether someone waits for the lock of ``folder``, which the step holds through
+    one descriptor: blocked in flock (a line of /proc/locks marked ``->`` that names
+    its inode), or holding the folder open beside the step's own, as a waiter that
+    tries the lock again and again (pipost bounds its waits so) does."""
     inode = os.stat(folder).st_ino
     with open(LOCKS) as locks:
-        return any("->" in line and f":{inode} " in line for line in locks)
+        if any("->" in line and f":{inode} " in line for line in locks):
+            return True
+    return _descriptors_on(folder) > 1
+
+
+def _descriptors_on(path: Path) -> int:
+    """How many descriptors are open on ``path`` in the processes this one may look
+    into (/proc/<pid>/fd)."""
+    wanted = os.stat(path)
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or not ours to look into
+            continue
+        for fd in descriptors:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            count += (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino)
+    return count
 
 
 @then("the sweep removed nothing")
