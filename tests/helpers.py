@@ -36,6 +36,7 @@ from pipost.session import Record
 # Shared with the state machines of the conformance kit, which ships in pipost.
 from pipost_conformance.machines.common import NOW as NOW
 from pipost_conformance.machines.common import Entry as Entry
+from pipost_conformance.machines.common import descriptors_on as descriptors_on
 from pipost_conformance.machines.common import made as made
 from pipost_conformance.machines.common import tree_snapshot as tree_snapshot
 
@@ -236,29 +237,6 @@ class FailingUnlinks:
 def open_descriptors() -> set[str]:
     """The descriptors this process has open (Linux and macOS alike)."""
     return set(os.listdir("/dev/fd"))
-
-
-def descriptors_on(path: Path) -> int:
-    """How many descriptors are open on ``path`` in the processes this one may look
-    into (``/proc/<pid>/fd``). Whoever waits for the lock of a folder has it open,
-    whether it waits blocked in flock (a "->" line of /proc/locks) or tries again
-    and again, as pipost does (files.hold_lock): so this sees waiters of both."""
-    wanted = os.stat(path)
-    count = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-        except OSError:  # gone, or not ours to look into
-            continue
-        for fd in descriptors:
-            try:
-                info = os.stat(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            count += (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino)
-    return count
 
 
 def waits_on_lock(folder: Path) -> bool:

@@ -1,6 +1,7 @@
 """What the state machines share with pipost's own tests (tests/helpers.py takes
 them from here): the instant the reference transcripts were recorded at, a
-snapshot of a folder tree, and a folder made as pipost makes it."""
+snapshot of a folder tree, a folder made as pipost makes it, and who holds a
+folder open (the feature steps take that too)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,24 @@ def made(root: Path, first: str, *rest: str) -> Path:
     """The folder ``root/first/rest...``, made (0700) as pipost makes it; its path."""
     files.make(root, first, *rest).close()
     return root.joinpath(first, *rest)
+
+
+def descriptors_on(path: Path) -> int:
+    """How many descriptors are open on ``path`` in the processes this one may look
+    into (``/proc/<pid>/fd``). Whoever waits for the lock of a folder has it open,
+    whether it waits blocked in flock (a "->" line of /proc/locks) or tries again
+    and again, as pipost does (files.hold_lock): so this sees waiters of both."""
+    wanted = os.stat(path)
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or not ours to look into
+            continue
+        for fd in descriptors:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            count += (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino)
+    return count

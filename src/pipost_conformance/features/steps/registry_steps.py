@@ -29,6 +29,7 @@ from pipost_conformance.features.steps.feature_world import (
     world,
     write_private,
 )
+from pipost_conformance.machines.common import descriptors_on
 
 use_regular_expressions()
 
@@ -232,26 +233,7 @@ def _awaited(folder: Path) -> bool:
     with open(LOCKS) as locks:
         if any("->" in line and f":{inode} " in line for line in locks):
             return True
-    return _descriptors_on(folder) > 1
-
-
-def _descriptors_on(path: Path) -> int:
-    """How many descriptors are open on ``path`` in the processes this one may look
-    into (/proc/<pid>/fd)."""
-    wanted = os.stat(path)
-    count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-        except OSError:  # gone, or not ours to look into
-            continue
-        for fd in descriptors:
-            try:
-                info = os.stat(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            count += (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino)
-    return count
+    return descriptors_on(folder) > 1
 
 
 @then("the sweep removed nothing")
