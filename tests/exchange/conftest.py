@@ -318,3 +318,24 @@ def exchange(tmp_path: Path) -> Iterator[Exchange]:
         yield post_office
     finally:
         post_office.close()
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted on ``folder`` with ``options`` (``size=…``, ``ro``), unmounted
+    at the end; the test is skipped where it cannot be mounted (root on Linux: CI
+    runs as root)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root on Linux (CI runs as root)")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"{options},mode=0700", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)

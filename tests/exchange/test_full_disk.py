@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ import pytest
 
 from pipost.address import address_of
 
-from .conftest import WAIT_S, Exchange, Receipt
+from .conftest import WAIT_S, Exchange, Receipt, tmpfs
 
 pytestmark = pytest.mark.exchange
 
@@ -32,22 +30,10 @@ DISK_BYTES = 1024 * 1024
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A fresh tmpfs of DISK_BYTES, unmounted at the end."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root on Linux (CI runs as root)")
     disk = tmp_path / "disk"
     disk.mkdir(mode=0o700)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES},mode=0700", "tmpfs", str(disk)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with tmpfs(disk, f"size={DISK_BYTES}"):
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def fill(disk: Path, leave: int) -> Path:

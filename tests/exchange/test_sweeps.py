@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from pipost.address import address_of
 from pipost.post import wall_clock_ms
 from pipost.registry import OsProcessTable
 from pipost.session import Presence, Record
-from tests.exchange.conftest import WAIT_S, Exchange
+from tests.exchange.conftest import WAIT_S, Exchange, tmpfs
 from tests.helpers import DAY_MS, waiters_on_lock, waits_on_lock, write_record
 
 
@@ -25,22 +24,11 @@ from tests.helpers import DAY_MS, waiters_on_lock, waits_on_lock, write_record
 def read_only_registry(exchange: Exchange) -> Iterator[Path]:
     """The registry folder on a file system mounted read-only (a tmpfs): no record
     can be written there, by anyone, root included."""
-    if os.geteuid() != 0:
-        pytest.skip("mounts a read-only tmpfs over the registry: needs root (CI runs as root)")
     folder = exchange.root / "registry"
     folder.mkdir(parents=True, mode=0o700)
     exchange.root.chmod(0o700)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,mode=0700", "tmpfs", str(folder)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace')}")
-    try:
+    with tmpfs(folder, "ro"):
         yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 def test_a_sweep_keeps_the_mailbox_of_a_listener_whose_registry_is_read_only(
