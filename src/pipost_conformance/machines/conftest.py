@@ -25,6 +25,22 @@ def count_step(machine: str) -> None:
     STEPS[machine] += 1
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist the machines run in worker processes: each hands its counts
+    to the controlling process, which prints the sum (pytest_testnodedown)."""
+    to_controller = getattr(session.config, "workeroutput", None)
+    if to_controller is not None:
+        to_controller["machines"] = {"examples": dict(EXAMPLES), "steps": dict(STEPS)}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which may be absent
+def pytest_testnodedown(node: object, error: object) -> None:
+    counts = getattr(node, "workeroutput", {}).get("machines")
+    if counts:
+        EXAMPLES.update(counts["examples"])
+        STEPS.update(counts["steps"])
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not EXAMPLES:
         return
