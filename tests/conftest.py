@@ -1,4 +1,5 @@
-"""Shared pytest configuration: Hypothesis profiles, and the machine's time zone.
+"""Shared pytest configuration: Hypothesis profiles, the machine's time zone, and
+each failure named as soon as it is known.
 
 Profiles:
 - ``gate`` (default): quick enough for every CI run, and the same examples every run.
@@ -13,8 +14,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-# The kit's marker, for the tests of tests/invariants that import its machines.
-from pipost_conformance.machines.conftest import pytest_configure as pytest_configure
+from pipost_conformance.machines import conftest as machines
 
 # The gate's verdicts are the same from run to run (and for mutation testing, from
 # mutant to mutant): each test draws the examples its own hash seeds, and nothing is
@@ -70,3 +70,29 @@ def short_bound(monkeypatch: pytest.MonkeyPatch) -> float:
 
     monkeypatch.setattr(files, "LOCK_WAIT_S", SHORT_LOCK_WAIT_S)
     return SHORT_LOCK_WAIT_S
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    machines.pytest_configure(config)  # the kit's marker, for tests/invariants' machines
+    if not hasattr(config, "workerinput"):  # the process that prints (pytest-xdist)
+        config.pluginmanager.register(FailuresAsTheyHappen(config), "failures-as-they-happen")
+
+
+class FailuresAsTheyHappen:
+    """Prints "FAILED <test> - <message>" the moment a test fails, as the summary
+    at the end would: a gate run takes minutes, and its details come only then."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)  # after the reporter's own "F"
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if not report.failed or terminal is None:
+            return
+        if not terminal.currentfspath:  # pytest-xdist's line of dots names no file
+            terminal.write("\n")
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = crash.message.splitlines()[0] if crash is not None and crash.message else ""
+        kind = "FAILED" if report.when == "call" else f"ERROR at {report.when} of"
+        terminal.write_line(f"{kind} {report.nodeid} - {message}", red=True)

@@ -4,6 +4,7 @@ development tools are pinned, and pre-commit runs the versions nox -s check does
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -189,3 +190,25 @@ def test_nox_features_hands_its_extra_args_to_behave_in_place_of_the_folder() ->
     every = _Session()
     noxfile.features(every)
     assert every.ran == [("behave", "--format", "progress", noxfile.FEATURES)]
+
+
+def test_a_failure_is_named_when_it_happens_not_only_at_the_end(tmp_path: Path) -> None:
+    (tmp_path / "test_two.py").write_text(
+        "def test_first():\n"
+        "    assert 1 + 1 == 3, 'one and one'\n"
+        "def test_second():\n"
+        "    print('the second test runs')\n",
+        encoding="utf-8",
+    )
+    options = ["-s", "-p", "no:cacheprovider", "-c", "/dev/null", "-p", "tests.conftest"]
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", *options, "test_two.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(CHECKOUT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    named = "FAILED test_two.py::test_first - AssertionError: one and one"  # and at the end
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert ran.stdout.index(named) < ran.stdout.index("the second test runs"), ran.stdout
