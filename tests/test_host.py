@@ -2414,6 +2414,15 @@ def _child_pid(path: Path) -> int:
     return int(path.read_text())
 
 
+def _running_command(context: ExecContext, path: Path) -> int:
+    """The pid the command wrote to ``path``, once ``context`` also holds it as running:
+    enter() notes the process just after starting it, which a loaded machine can delay
+    past the command's first lines, and until then interrupt() has nothing to signal."""
+    pid = _child_pid(path)
+    assert eventually(lambda: context._running is not None)
+    return pid
+
+
 # The shell waits for a child in the background, as a command that runs a program does.
 SLEEPING_CHILD = 'sleep 30 & echo $! > "$OUT/child"; wait'
 DEAF_CHILD = 'trap "" TERM; sleep 30 & echo $! > "$OUT/child"; wait'
@@ -2500,7 +2509,7 @@ def test_an_interrupt_ends_the_command_at_once_not_at_its_next_check(
     # One process, the group's only member: gone once its listener has reaped it.
     context = ExecContext('echo $$ > "$OUT/child"; exec sleep 30', {"OUT": str(tmp_path)})
     thread, raised = _enter_in_background(context)
-    command = _child_pid(tmp_path / "child")
+    command = _running_command(context, tmp_path / "child")
 
     context.interrupt()
 
@@ -2577,7 +2586,7 @@ def test_a_command_that_finishes_its_entry_when_told_to_stop_has_taken_the_text(
 
     thread = threading.Thread(target=enter, daemon=True)
     thread.start()
-    _child_pid(tmp_path / "child")
+    _running_command(context, tmp_path / "child")
 
     context.interrupt()
 
