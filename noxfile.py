@@ -42,6 +42,12 @@ def _types(session: nox.Session) -> None:
     session.run("mypy")
 
 
+PYTEST_WORKERS = ("-n", "4", "--dist", "worksteal")
+"""pytest-xdist: the tests mostly wait on the processes they start, so on 2 cores
+four workers answer sooner than two (CONTRIBUTING.md has the figures); an idle one
+takes tests from a busy one. Extra args come after: -- -n 0 runs them in one process."""
+
+
 def _tests(
     session: nox.Session,
     *,
@@ -49,7 +55,13 @@ def _tests(
     coverage: dict[str, str] | None = None,
 ) -> None:
     runner = ["coverage", "run", "-m"] if coverage is not None else []
-    session.run(*runner, "pytest", *session.posargs, env={**(env or {}), **(coverage or {})})
+    session.run(
+        *runner,
+        "pytest",
+        *PYTEST_WORKERS,
+        *session.posargs,
+        env={**(env or {}), **(coverage or {})},
+    )
 
 
 FEATURES = "src/pipost_conformance/features"

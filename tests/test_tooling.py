@@ -192,6 +192,19 @@ def test_nox_features_hands_its_extra_args_to_behave_in_place_of_the_folder() ->
     assert every.ran == [("behave", "--format", "progress", noxfile.FEATURES)]
 
 
+def test_nox_runs_the_tests_in_parallel_and_lets_extra_args_say_otherwise() -> None:
+    sys.path.insert(0, str(CHECKOUT))
+    import noxfile
+
+    session = _Session("-n", "0", "tests/test_message.py")
+    noxfile.tests(session)
+    ((*command,),) = session.ran
+    assert command[0] == "pytest"
+    assert command.index("-n") < command.index("tests/test_message.py")
+    assert command[-3:] == ["-n", "0", "tests/test_message.py"]
+    assert command[command.index("-n") + 1] != "0"
+
+
 def test_a_failure_is_named_when_it_happens_not_only_at_the_end(tmp_path: Path) -> None:
     (tmp_path / "test_two.py").write_text(
         "def test_first():\n"
