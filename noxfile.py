@@ -42,10 +42,10 @@ def _types(session: nox.Session) -> None:
     session.run("mypy")
 
 
-PYTEST_WORKERS = ("-n", "4", "--dist", "worksteal")
-"""pytest-xdist: the tests mostly wait on the processes they start, so on 2 cores
-four workers answer sooner than two (CONTRIBUTING.md has the figures); an idle one
-takes tests from a busy one. Extra args come after: -- -n 0 runs them in one process."""
+PYTEST_WORKERS = ("-n", "auto", "--dist", "worksteal")
+"""pytest-xdist, a worker per core; an idle one takes queued tests from a busy one.
+On 2 shared cores four workers were no faster than two (CONTRIBUTING.md has the
+figures). Extra args come after: -- -n 0 runs the tests in one process."""
 
 
 def _tests(
@@ -114,7 +114,8 @@ def types(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Pytest (Hypothesis profile 'gate'); extra args are passed to pytest."""
+    """Pytest (Hypothesis profile 'gate') in a worker per core; extra args are passed
+    to pytest (-- -n 0 tests/test_message.py: one module, in one process)."""
     _install(session)
     _tests(session)
 
