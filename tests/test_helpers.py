@@ -3,38 +3,27 @@ beside them (pytest-xdist runs the suite in several processes at once)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.exchange.conftest import tmpfs
 from tests.helpers import finished_or_awaiting, waiters_on_lock
 
 
 @pytest.fixture
 def two_disks(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """Two fresh tmpfs, unmounted at the end."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root on Linux (CI runs as root)")
     disks = (tmp_path / "one", tmp_path / "other")
-    mounted: list[Path] = []
-    try:
+    with contextlib.ExitStack() as mounted:
         for disk in disks:
-            disk.mkdir()
-            done = subprocess.run(
-                ["mount", "-t", "tmpfs", "tmpfs", str(disk)], capture_output=True, check=False
-            )
-            if done.returncode != 0:
-                pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace')}")
-            mounted.append(disk)
+            disk.mkdir(mode=0o700)
+            mounted.enter_context(tmpfs(disk, "size=1m"))
         yield disks
-    finally:
-        for disk in mounted:
-            subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_wait_for_a_folder_on_another_disk_with_the_same_inode_is_not_counted(
@@ -54,6 +43,7 @@ def test_a_wait_for_a_folder_on_another_disk_with_the_same_inode_is_not_counted(
         pytest.skip("this kernel numbers a tmpfs' inodes apart from another's")
     held = os.open(awaited, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(held, fcntl.LOCK_EX)
+    twin_held = os.open(twin, os.O_RDONLY | os.O_DIRECTORY)  # as a test holding its lock
     try:
         waiter = os.open(awaited, os.O_RDONLY | os.O_DIRECTORY)
         waiting = finished_or_awaiting(awaited, lambda: fcntl.flock(waiter, fcntl.LOCK_EX))
@@ -61,5 +51,6 @@ def test_a_wait_for_a_folder_on_another_disk_with_the_same_inode_is_not_counted(
         assert waiters_on_lock(twin) == 0
     finally:
         os.close(held)
+        os.close(twin_held)
     waiting.join(timeout=20)
     os.close(waiter)
