@@ -2567,14 +2567,24 @@ def test_what_outlives_the_shell_is_probed_without_a_signal_and_killed_after_the
     assert not (tmp_path / "signals").exists()
 
 
+@pytest.mark.parametrize(
+    ("trap", "slice_s"),
+    [
+        ("exit 0", 600.0),  # one look, once it has ended
+        ("sleep 0.5; exit 0", host._EXEC_WAIT_SLICE_S),  # still running at the next look
+    ],
+    ids=["ended-at-once", "slow-to-end"],
+)
 def test_a_command_that_finishes_its_entry_when_told_to_stop_has_taken_the_text(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trap: str, slice_s: float
 ) -> None:
     """Exit 0 says the text entered, even when the stop's TERM is what ended the
-    command: the letter is taken, not entered again at the next start (INV-06)."""
-    monkeypatch.setattr(host, "_EXEC_WAIT_SLICE_S", 600.0)  # one look, once it has ended
+    command, and whenever after it the command ends: the letter is taken, not
+    entered again at the next start (INV-06)."""
+    monkeypatch.setattr(host, "_EXEC_WAIT_SLICE_S", slice_s)
+    monkeypatch.setattr(host, "EXEC_KILL_GRACE_S", 600.0)  # never killed: it ends itself
     context = ExecContext(
-        'trap "exit 0" TERM; echo $$ > "$OUT/child"; sleep 30 & wait', {"OUT": str(tmp_path)}
+        f'trap "{trap}" TERM; echo $$ > "$OUT/child"; sleep 30 & wait', {"OUT": str(tmp_path)}
     )
     answers: list[bool | Exception] = []
 
@@ -2590,7 +2600,7 @@ def test_a_command_that_finishes_its_entry_when_told_to_stop_has_taken_the_text(
 
     context.interrupt()
 
-    thread.join(timeout=10)
+    thread.join(timeout=30)
     assert not thread.is_alive(), "the command was not ended"
     assert answers == [True]
 

@@ -916,6 +916,8 @@ class ExecContext:
                 break
             time.sleep(_EXEC_WAIT_SLICE_S)
         process.wait()
+        if self._stopping and process.returncode == 0:
+            return None  # the stop's TERM came first (interrupt): exit 0 still says taken
         return reason
 
 
