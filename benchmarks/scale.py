@@ -144,7 +144,7 @@ def command(work: Path, root: Path, argv: list[str]) -> Callable[[], None]:
 
     def run() -> None:
         out, err = io.StringIO(), io.StringIO()
-        context = cli.Context(
+        context = cli.Invocation(
             environ={"PI_POST_DIR": str(root), "HOME": str(work)},
             cwd=str(work),
             stdin=io.StringIO(),

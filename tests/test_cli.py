@@ -82,7 +82,7 @@ def run(
     """``pi-post argv`` in-process, with nothing taken from this process's environment."""
     out = stdout if stdout is not None else io.StringIO()
     err = io.StringIO()
-    context = cli.Context(
+    context = cli.Invocation(
         environ={"PI_POST_DIR": str(root), "HOME": str(root.parent), **(env or {})},
         cwd=cwd,
         stdin=io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogateescape"))),
@@ -646,7 +646,7 @@ class Terminal(io.TextIOWrapper):
 def test_a_send_from_a_terminal_does_not_read_it_for_a_body(tmp_path: Path, target: Record) -> None:
     root = tmp_path / "post"
     out, err = io.StringIO(), io.StringIO()
-    context = cli.Context(
+    context = cli.Invocation(
         environ={"PI_POST_DIR": str(root), "HOME": str(tmp_path)},
         cwd="/home/dev",
         stdin=Terminal(io.BytesIO(b"typed at the terminal\n")),

@@ -789,7 +789,7 @@ def test_the_doctor_reports_a_missing_pins_file_as_an_error_not_a_traceback(
 ) -> None:
     monkeypatch.setattr(doctor, "PINS_FILE", str(tmp_path / "gone.json"))
     out, err = io.StringIO(), io.StringIO()
-    ctx = cli.Context(stdout=out, stderr=err, environ={"PI_POST_DIR": str(tmp_path / "post")})
+    ctx = cli.Invocation(stdout=out, stderr=err, environ={"PI_POST_DIR": str(tmp_path / "post")})
     assert cli.run(["doctor"], ctx) == 1
     assert (out.getvalue(), err.getvalue()) == (
         "",

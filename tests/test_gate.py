@@ -312,7 +312,7 @@ def test_the_json_report_carries_each_finding_with_its_rule_place_and_fix(
 
 def test_pi_post_contract_in_process_and_as_a_process_print_the_same() -> None:
     out, err = io.StringIO(), io.StringIO()
-    status = cli.run(["contract"], cli.Context(stdout=out, stderr=err, cwd=str(CHECKOUT)))
+    status = cli.run(["contract"], cli.Invocation(stdout=out, stderr=err, cwd=str(CHECKOUT)))
     module = contract_in(CHECKOUT)
     assert (status, out.getvalue(), err.getvalue()) == (
         module.returncode,

@@ -2173,7 +2173,7 @@ def test_listen_says_why_it_refuses_a_symlinked_transcript(tmp_path: Path) -> No
     link = tmp_path / "t.jsonl"
     link.symlink_to(tmp_path / "elsewhere.jsonl")
     stderr = io.StringIO()
-    context = cli.Context(
+    context = cli.Invocation(
         environ={"PI_POST_DIR": str(tmp_path / "post"), "HOME": str(tmp_path)},
         cwd=str(tmp_path),
         stdin=io.StringIO(),

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from pipost.policy import (
     INBOUND_TABLE,
     WAKES,
+    Admission,
     Inbound,
     LoopGuard,
     Resume,
-    Verdict,
     inbound_mode,
     is_unknown_mode,
     resume_mode,
@@ -115,7 +115,7 @@ def test_only_staged_mail_found_at_start_up_waits_for_the_first_prompt() -> None
 # -- the loop guard -----------------------------------------------------------------
 
 
-def offer(guard: LoopGuard, sender: str, body: str, now: int) -> Verdict:
+def offer(guard: LoopGuard, sender: str, body: str, now: int) -> Admission:
     """What a receiver does: judge, and record what it lets into context."""
     verdict = guard.judge(sender, body, now)
     if verdict.deliver:

@@ -508,7 +508,7 @@ def test_resolve_and_peek_of_an_address_open_the_root_and_read_the_record_once(
     letter = make_message(NOW)
     deposit(root, offline.address, letter)
     said = io.StringIO()
-    ctx = cli.Context(
+    ctx = cli.Invocation(
         environ={"PI_POST_DIR": str(root), "HOME": "/home/dev"},
         cwd="/home/dev",
         stdout=said,

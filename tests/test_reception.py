@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from pipost.message import Rejected, Sender, new_message
-from pipost.policy import ASK_DECLINED, DELIVER, INBOUND_TABLE, WAKES, Inbound, Resume, Verdict
+from pipost.policy import ASK_DECLINED, DELIVER, INBOUND_TABLE, WAKES, Admission, Inbound, Resume
 from pipost.reception import ENTERS, RECEIPTED, SETTLED, Action, Decision, Facts, decide
 from tests.helpers import NOW, python_in
 
 MESSAGE = new_message(Sender("process", "ann"), "hello", NOW)
 REJECTED = Rejected("not_json", "not JSON")
-RATE = Verdict(False, "rate: over 8 messages in 30 s")
+RATE = Admission(False, "rate: over 8 messages in 30 s")
 REFUSED = "refused: PI_POST_INBOUND=refuse"
 
 
@@ -126,7 +126,7 @@ def test_what_decide_says_settles_the_letter_and_nothing_else_does() -> None:
 def test_a_verdict_that_gives_no_reason_still_drops_with_one_to_log() -> None:
     """Every drop is logged with why (INV-05): a verdict against delivery that says
     nothing is logged as "dropped", never with an empty reason."""
-    for silent in (Verdict(False), Verdict(False, "")):
+    for silent in (Admission(False), Admission(False, "")):
         assert decide(Facts(MESSAGE, guard=silent)) == Decision(Action.DROP, "dropped")
 
 

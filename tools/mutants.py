@@ -267,8 +267,8 @@ FAULTS: tuple[Fault, ...] = (
         "a guard that never drops",
         _one(
             "policy.py",
-            "    def judge(self, sender: str, body: str, now: int) -> Verdict:\n",
-            "    def judge(self, sender: str, body: str, now: int) -> Verdict:\n"
+            "    def judge(self, sender: str, body: str, now: int) -> Admission:\n",
+            "    def judge(self, sender: str, body: str, now: int) -> Admission:\n"
             "        return DELIVER\n",
         ),
         (

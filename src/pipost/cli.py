@@ -274,9 +274,9 @@ class StdoutClosed(Exception):
     error of the command, so not an OSError that run() would report."""
 
 
-class Context:
-    """What a command may touch, injectable so that tests run it in-process. A
-    command reads standard input as bytes, from ``stdin.buffer``."""
+class Invocation:
+    """One run of a command: what it may touch, injectable so that tests run it
+    in-process. A command reads standard input as bytes, from ``stdin.buffer``."""
 
     def __init__(
         self,
@@ -382,7 +382,7 @@ def _session_address(session_id: str, source: str) -> str:
     return address_of(_text(session_id, source))
 
 
-def _reply_to(option: list[str] | None, ctx: Context) -> str | None:
+def _reply_to(option: list[str] | None, ctx: Invocation) -> str | None:
     source = "--reply-to" if option else "PI_POST_REPLY_TO"
     value = option[-1] if option else ctx.environ.get("PI_POST_REPLY_TO")
     if value is None or value == "":
@@ -398,7 +398,7 @@ def _reply_to(option: list[str] | None, ctx: Context) -> str | None:
     return value
 
 
-def _body(options: dict[str, list[str]], ctx: Context) -> str:
+def _body(options: dict[str, list[str]], ctx: Invocation) -> str:
     """The body from --body, else from standard input: read as bytes and no further
     than one byte past the cap, so that endless input (``yes | pi-post send``) is
     refused at once and a large one never fills memory."""
@@ -415,7 +415,7 @@ def _body(options: dict[str, list[str]], ctx: Context) -> str:
         raise UsageError("standard input is not valid UTF-8 text") from None
 
 
-def cmd_send(args: Sequence[str], ctx: Context) -> int:
+def cmd_send(args: Sequence[str], ctx: Invocation) -> int:
     options, positional = _options(
         args, "send", valued=frozenset({"--to", "--body", "--from", "--reply-to"})
     )
@@ -444,7 +444,7 @@ def cmd_send(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_list(args: Sequence[str], ctx: Context) -> int:
+def cmd_list(args: Sequence[str], ctx: Invocation) -> int:
     options, positional = _options(args, "list", flags=frozenset({"--all", "--json"}))
     if positional:
         raise UsageError("list takes no arguments but --all and --json")
@@ -464,7 +464,7 @@ def cmd_list(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def _lookup(handle: str, ctx: Context, directory: DiskDirectory) -> tuple[str, Candidate | None]:
+def _lookup(handle: str, ctx: Invocation, directory: DiskDirectory) -> tuple[str, Candidate | None]:
     """The address a read-only command looks at, with its session where one is
     registered (its record read once), in the root ``directory`` has open. A bare
     address is looked at even with no record, as the reference does: looking is not
@@ -475,7 +475,7 @@ def _lookup(handle: str, ctx: Context, directory: DiskDirectory) -> tuple[str, C
     return target.address, target.candidate
 
 
-def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
+def cmd_resolve(args: Sequence[str], ctx: Invocation) -> int:
     options, positional = _options(args, "resolve", flags=frozenset({"--json"}))
     handle = _one(positional, "resolve", "target")
     post = ctx.post()
@@ -496,7 +496,7 @@ def cmd_resolve(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_peek(args: Sequence[str], ctx: Context) -> int:
+def cmd_peek(args: Sequence[str], ctx: Invocation) -> int:
     options, positional = _options(args, "peek", flags=frozenset({"--json"}))
     handle = _one(positional, "peek", "target")
     # The root opened once: the lookup needs no count, the letters are the count.
@@ -518,7 +518,7 @@ def cmd_peek(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_whoami(args: Sequence[str], ctx: Context) -> int:
+def cmd_whoami(args: Sequence[str], ctx: Invocation) -> int:
     _options(args, "whoami", positional_allowed=False)
     session_id = ctx.environ.get("PI_SESSION_ID")
     if not session_id:
@@ -529,7 +529,7 @@ def cmd_whoami(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
+def cmd_sweep(args: Sequence[str], ctx: Invocation) -> int:
     _options(args, "sweep", positional_allowed=False)
     report = ctx.post().sweep()
     for path in report.temporaries_removed:
@@ -543,7 +543,7 @@ def cmd_sweep(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_listen(args: Sequence[str], ctx: Context) -> int:
+def cmd_listen(args: Sequence[str], ctx: Invocation) -> int:
     import resource  # at the start: with no descriptor left, no module can be read
     import signal
 
@@ -645,12 +645,12 @@ def _seconds(value: str, option: str) -> float:
     return seconds
 
 
-def _warn(ctx: Context, line: str) -> None:
+def _warn(ctx: Invocation, line: str) -> None:
     ctx.stderr.write(format.terminal(f"pi-post: {line}") + "\n")
     ctx.stderr.flush()
 
 
-def _mode_setting(ctx: Context, variable: str, modes: type[enum.Enum]) -> str | None:
+def _mode_setting(ctx: Invocation, variable: str, modes: type[enum.Enum]) -> str | None:
     """A mode variable as set; one that names no mode means the default, as
     documented, and gets one warning."""
     from pipost import policy
@@ -666,7 +666,7 @@ def _mode_setting(ctx: Context, variable: str, modes: type[enum.Enum]) -> str | 
     return value
 
 
-def _warn_if_possible(ctx: Context, line: str) -> None:
+def _warn_if_possible(ctx: Invocation, line: str) -> None:
     """A receiving session's report: a session whose standard error is gone goes on
     taking mail (INV-23), saying nothing."""
     try:
@@ -675,7 +675,7 @@ def _warn_if_possible(ctx: Context, line: str) -> None:
         pass
 
 
-def cmd_log(args: Sequence[str], ctx: Context) -> int:
+def cmd_log(args: Sequence[str], ctx: Invocation) -> int:
     from pipost import droplog
 
     options, _ = _options(args, "log", flags=frozenset({"--json"}), positional_allowed=False)
@@ -695,7 +695,7 @@ def cmd_log(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_quarantine(args: Sequence[str], ctx: Context) -> int:
+def cmd_quarantine(args: Sequence[str], ctx: Invocation) -> int:
     options, _ = _options(args, "quarantine", flags=frozenset({"--json"}), positional_allowed=False)
     root = ctx.post().root
     files.check_root(root)
@@ -714,7 +714,7 @@ def cmd_quarantine(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_doctor(args: Sequence[str], ctx: Context) -> int:
+def cmd_doctor(args: Sequence[str], ctx: Invocation) -> int:
     options, _ = _options(args, "doctor", flags=frozenset({"--json"}), positional_allowed=False)
     from pipost import doctor
 
@@ -730,14 +730,14 @@ def cmd_doctor(args: Sequence[str], ctx: Context) -> int:
     return 0 if doctor.healthy(findings) else 1
 
 
-def cmd_demo(args: Sequence[str], ctx: Context) -> int:
+def cmd_demo(args: Sequence[str], ctx: Invocation) -> int:
     _options(args, "demo", positional_allowed=False)
     from pipost import demo
 
     return demo.run(ctx.say)
 
 
-def cmd_driver(args: Sequence[str], ctx: Context) -> int:
+def cmd_driver(args: Sequence[str], ctx: Invocation) -> int:
     _options(args, "driver", positional_allowed=False)
     from pipost import driver
 
@@ -745,7 +745,7 @@ def cmd_driver(args: Sequence[str], ctx: Context) -> int:
     return 0
 
 
-def cmd_contract(args: Sequence[str], ctx: Context) -> int:
+def cmd_contract(args: Sequence[str], ctx: Invocation) -> int:
     """The contract gate, in a child interpreter: it gathers the contract from this
     module among others, so importing it here would close a circle (DESIGN §10)."""
     if any(arg in ("--help", "-h") for arg in args):
@@ -777,7 +777,7 @@ def cmd_contract(args: Sequence[str], ctx: Context) -> int:
     return done.returncode
 
 
-def cmd_conformance(args: Sequence[str], ctx: Context) -> int:
+def cmd_conformance(args: Sequence[str], ctx: Invocation) -> int:
     if any(arg in ("--help", "-h") for arg in args):
         raise HelpRequested
     from pipost_conformance import runner  # the kit, and what it imports, only here
@@ -785,7 +785,7 @@ def cmd_conformance(args: Sequence[str], ctx: Context) -> int:
     return runner.main(args, ctx.stdout, ctx.stderr, cwd=ctx.working_dir())
 
 
-COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
+COMMANDS: dict[str, Callable[[Sequence[str], Invocation], int]] = {
     "send": cmd_send,
     "list": cmd_list,
     "resolve": cmd_resolve,
@@ -803,7 +803,7 @@ COMMANDS: dict[str, Callable[[Sequence[str], Context], int]] = {
 }
 
 
-def run(argv: Sequence[str], ctx: Context) -> int:
+def run(argv: Sequence[str], ctx: Invocation) -> int:
     if not argv:
         ctx.stdout.write(USAGE)
         return 0
@@ -850,7 +850,7 @@ def run(argv: Sequence[str], ctx: Context) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     _stand_in_for_closed_streams()
     _write_utf8()
-    ctx = Context()
+    ctx = Invocation()
     try:
         code = run(sys.argv[1:] if argv is None else argv, ctx)
         ctx.stdout.flush()  # here, so that what run() left buffered meets a closed pipe too

@@ -65,26 +65,28 @@ def _spelled(value: str | None) -> str:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Admission:
+    """Whether a message may enter the context, and if not, why."""
+
     deliver: bool
     reason: str | None = None
     """Why a message is dropped; recorded, never the body."""
 
 
-DELIVER = Verdict(True)
+DELIVER = Admission(True)
 
 # (mode, a person can be asked) -> what to do before the guard.
 # None means "ask the person"; ask without a UI falls back to accept.
-INBOUND_TABLE: dict[tuple[Inbound, bool], Verdict | None] = {
+INBOUND_TABLE: dict[tuple[Inbound, bool], Admission | None] = {
     (Inbound.ACCEPT, True): DELIVER,
     (Inbound.ACCEPT, False): DELIVER,
     (Inbound.ASK, True): None,
     (Inbound.ASK, False): DELIVER,
-    (Inbound.REFUSE, True): Verdict(False, "refused: PI_POST_INBOUND=refuse"),
-    (Inbound.REFUSE, False): Verdict(False, "refused: PI_POST_INBOUND=refuse"),
+    (Inbound.REFUSE, True): Admission(False, "refused: PI_POST_INBOUND=refuse"),
+    (Inbound.REFUSE, False): Admission(False, "refused: PI_POST_INBOUND=refuse"),
 }
 
-ASK_DECLINED = Verdict(False, "declined by the user (PI_POST_INBOUND=ask)")
+ASK_DECLINED = Admission(False, "declined by the user (PI_POST_INBOUND=ask)")
 
 # (mode, found at start-up) -> wake the session now, or stage for its first prompt.
 WAKES: dict[tuple[Resume, bool], bool] = {
@@ -115,14 +117,16 @@ class LoopGuard:
     def __init__(self) -> None:
         self._senders: dict[str, _History] = {}
 
-    def judge(self, sender: str, body: str, now: int) -> Verdict:
+    def judge(self, sender: str, body: str, now: int) -> Admission:
         history = self._forget_old(sender, now)
         if _digest(body) in history.last_by_body:
-            return Verdict(
+            return Admission(
                 False, f"duplicate: identical body within {DUPLICATE_WINDOW_MS // 1000} s"
             )
         if len(history.delivered_at) >= RATE_LIMIT:
-            return Verdict(False, f"rate: over {RATE_LIMIT} messages in {RATE_WINDOW_MS // 1000} s")
+            return Admission(
+                False, f"rate: over {RATE_LIMIT} messages in {RATE_WINDOW_MS // 1000} s"
+            )
         return DELIVER
 
     def admit(self, sender: str, body: str, now: int) -> None:

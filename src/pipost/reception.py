@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 
 from pipost.message import Message, Rejected
-from pipost.policy import ASK_DECLINED, DELIVER, INBOUND_TABLE, WAKES, Inbound, Resume, Verdict
+from pipost.policy import ASK_DECLINED, DELIVER, INBOUND_TABLE, WAKES, Admission, Inbound, Resume
 from pipost.value import Value
 
 TYPE_CHECKING = False
@@ -67,7 +67,7 @@ ENTERS: dict[Action, bool] = {Action.ENTER: True, Action.STAGE: False}
 """The actions that put the text in the context, and whether it wakes the session."""
 
 _ENTRY: dict[bool, Action] = {wake: action for action, wake in ENTERS.items()}
-_ANSWERS: dict[bool, Verdict] = {True: DELIVER, False: ASK_DECLINED}
+_ANSWERS: dict[bool, Admission] = {True: DELIVER, False: ASK_DECLINED}
 """The person's answer (PI_POST_INBOUND=ask) -> what to do before the guard."""
 
 
@@ -84,7 +84,7 @@ class Facts(Value):
     resume: Final[Resume]
     at_startup: Final[bool]
     """Whether the letter was found by the drain at start-up."""
-    guard: Final[Verdict]
+    guard: Final[Admission]
     """The loop guard's verdict on the message (LoopGuard.judge)."""
     answer: Final[bool | None]
     """The person's answer, once asked; None before."""
@@ -98,7 +98,7 @@ class Facts(Value):
         can_ask: bool = False,
         resume: Resume = Resume.WAKE,
         at_startup: bool = False,
-        guard: Verdict = DELIVER,
+        guard: Admission = DELIVER,
         answer: bool | None = None,
     ) -> None:
         self.content = content

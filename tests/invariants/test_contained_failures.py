@@ -82,7 +82,7 @@ def fake_fs(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeFilesystem]:
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     stdout, stderr = io.StringIO(), io.StringIO()
-    context = cli.Context(
+    context = cli.Invocation(
         environ={"PI_POST_DIR": str(ROOT), "HOME": HOME},
         cwd=WORK,
         stdin=io.StringIO(""),

@@ -247,7 +247,7 @@ class NoLoopGuard(InProcessDriver):
 
 
 class AdmitsAll(policy.LoopGuard):
-    def judge(self, sender: str, body: str, now: int) -> policy.Verdict:
+    def judge(self, sender: str, body: str, now: int) -> policy.Admission:
         return policy.DELIVER
 
 

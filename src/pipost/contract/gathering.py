@@ -540,7 +540,7 @@ def _run_cli(given: Json) -> Json:
         stdin = given.get("stdin", "")
         assert isinstance(stdin, str)
         out, err = io.StringIO(), io.StringIO()
-        context = cli.Context(
+        context = cli.Invocation(
             environ=env,
             cwd=str(cwd),
             stdin=_BytesStdin(stdin.encode()),

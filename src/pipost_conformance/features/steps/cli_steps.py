@@ -211,7 +211,7 @@ def _run_in_process(args: list[str], env: dict[str, str], cwd: Path, stdin: str 
     from pipost import cli
 
     out, err = io.StringIO(), io.StringIO()
-    context = cli.Context(
+    context = cli.Invocation(
         environ=env,
         cwd=str(cwd),
         stdin=io.TextIOWrapper(io.BytesIO((stdin or "").encode("utf-8"))),
