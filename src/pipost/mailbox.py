@@ -1,8 +1,8 @@
 """A session's mailbox: ``inbox/<address>/``, one message per ``<id>.json``.
 
-Deposit (sender): exclusive temporary file, flushed, renamed into place, folder
-flushed, all under the folder's lock so that the count of 50 holds however many
-senders race (INV-03, INV-04, INV-08).
+Deposit (sender): SPEC §3.1's protocol, stated in code once, in _deposit (INV-03,
+INV-04), under the folder's lock so that the count of 50 holds however many
+senders race (INV-08).
 
 Claim and dispose (receiver): the claimed file stays at its name, locked, until
 the message entered context or was deliberately dropped; only then is it
