@@ -193,11 +193,13 @@ usage: pi-post conformance [--impl COMMAND] [--cli COMMAND] [--features PATH ...
                            [--name REGEX] [--no-machines] [--list]
                            [--report FILE] [--json FILE] [--junit FILE]
                            [--expect FILE] [--write-expectations FILE]
-                           [--require INV-NN|must ...] [--validate] [--timeout S]
+                           [--require INV-NN|must|driver|cli ...] [--validate]
+                           [--timeout S]
 
 The conformance kit (docs/conformance.md): run pi-post's specification — its
 features and state machines — against an implementation and say, per invariant,
-whether its MUST and SHOULD checks passed and whether it conforms to v1. Needs
+whether its MUST and SHOULD checks passed and whether it conforms to v1, which
+takes both parts: the driver part (--impl) and the command line (--cli). Needs
 the kit's test dependencies: pip install "pipost[conformance]". COMMAND runs
 from this folder, and the paths below are from here too. Exit 0 when no MUST
 check failed, 1 when one did, 2 when the run could not be made.
@@ -218,7 +220,8 @@ check failed, 1 when one did, 2 when the run could not be made.
   --write-expectations FILE
                         write this run's failures as such a file
   --require ROW ...     exit 1 unless these rows (INV-NN) pass their MUST
-                        checks; must: unless every MUST row does
+                        checks; driver, cli: unless that part conforms; must:
+                        unless the run conforms to v1 (both parts)
   --validate            check every request and answer against the driver
                         protocol's schema
   --timeout S           seconds one call may take (default 60)

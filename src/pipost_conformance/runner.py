@@ -4,7 +4,7 @@
                         [--name REGEX] [--no-machines] [--list]
                         [--report FILE] [--json FILE] [--junit FILE]
                         [--expect FILE] [--write-expectations FILE]
-                        [--require INV-NN|must ...] [--validate] [--timeout S]
+                        [--require INV-NN|must|driver|cli ...] [--validate] [--timeout S]
 
 ``--impl`` runs the driver scenarios against the implementation that COMMAND
 serves over JSON lines (docs/conformance.md), ``--cli`` the command-line scenarios
@@ -21,11 +21,16 @@ step names (``@checks``) and the scenario goes on; a failing Given/When, an erro
 answer or a crash of the implementation is an *error* of the scenario, an
 unanswered call a *timeout*, an operation the implementation does not offer
 *unsupported*. Each scenario is MUST or SHOULD; the matrix shows both results per
-invariant, and the implementation conforms to v1 when every MUST row passes.
+invariant. The kit judges two parts apart (SPEC 11.2): the driver part (the
+driver scenarios and the state machines) and the command line (the ``@cli``
+scenarios). The implementation conforms to v1 when every MUST row of both parts
+passes; a run that could check only one says so ("driver part conforms; command
+line not checked").
 
 Exit status: 0 when no MUST scenario failed, errored or timed out, something was
-checked, no expected failure passed, and every ``--require``d row passed; 1
-otherwise; 2 when the run itself broke.
+checked, no expected failure passed, and every ``--require``d row or part
+passed (``--require must``: the run conforms to v1); 1 otherwise; 2 when the run
+itself broke.
 """
 
 from __future__ import annotations
@@ -97,6 +102,12 @@ WORST_FIRST = (FAIL, ERROR, TIMEOUT, UNEXPECTED_PASS, EXPECTED_FAIL, PASS, UNSUP
 """How a row's results combine: the first of these that occurs is the row's."""
 CHECKED = (PASS, FAIL, EXPECTED_FAIL, UNEXPECTED_PASS)
 """Results of an item whose assertions ran to a verdict."""
+DRIVER, CLI = "driver", "cli"
+PARTS = {DRIVER: "driver part", CLI: "command line"}
+"""What the kit judges apart (SPEC 11.2), as the verdict names them: a scenario
+tagged @cli is of the command line; every other scenario and the state machines
+are of the driver part."""
+CONFORMS, DOES_NOT_CONFORM, NOT_CHECKED = "conforms", "does not conform", "not checked"
 _INV = re.compile(r"INV-\d\d")
 _BRACKETED = re.compile(r"\[(INV-\d\d(?:[ ,]+INV-\d\d)*)\]")
 _MACHINE_TIER = re.compile(r"^Tier: *(\w+) *$", re.MULTILINE)
@@ -236,6 +247,8 @@ class Item:
     """The driver calls of the scenario, in order, with their answers."""
     expected: str = ""
     """Why the expectations file says it fails, when it does."""
+    part: str = DRIVER
+    """Which part of the contract it judges: DRIVER or CLI."""
 
 
 def judge(
@@ -277,6 +290,7 @@ def item_from_verdict(line: dict[str, Any]) -> Item:
         tier_defect=str(line.get("tier_defect", "")),
         assertions=assertions,
         exchange=tuple(line.get("exchange", ())),
+        part=CLI if CLI in line.get("tags", ()) else DRIVER,
     )
 
 
@@ -470,18 +484,45 @@ class Run:
     """Ids of the expectations file that this run did not meet."""
     required: list[str] = field(default_factory=list)
 
-    def rows(self) -> list[Row]:
+    def rows(self, part: str | None = None) -> list[Row]:
+        """One row per invariant, of every item or of one part's."""
         rows = {inv: Row(inv, title) for inv, title in INVARIANTS.items()}
         for item in self.items:
+            if part is not None and item.part != part:
+                continue
             for inv, result in item.results.items():
                 row = rows.setdefault(inv, Row(inv, "(not in SPEC 9)"))
                 row.items[item.tier].append((item, result))
         return [rows[inv] for inv in sorted(rows)]
 
+    def parts(self) -> dict[str, str]:
+        """Each part this run holds MUST items of, judged on its own rows: CONFORMS
+        when every one passes, NOT_CHECKED when one (or all) was never checked,
+        else DOES_NOT_CONFORM. A part of which the run holds nothing is not checked,
+        unless the run was a selection, which may leave a part out."""
+        judged = {}
+        for part in PARTS:
+            results = {row.result("must") for row in self.rows(part)} - {None}
+            if not results:
+                if not self.selected:
+                    judged[part] = NOT_CHECKED
+                continue
+            if results == {PASS}:
+                judged[part] = CONFORMS
+            elif results <= {PASS, UNSUPPORTED}:
+                judged[part] = NOT_CHECKED
+            else:
+                judged[part] = DOES_NOT_CONFORM
+        return judged
+
+    def unchecked_rows(self, part: str) -> list[str]:
+        return [row.invariant for row in self.rows(part) if row.result("must") == UNSUPPORTED]
+
     def conforms(self) -> bool:
-        """Every MUST row was checked and passed (of the selection that ran)."""
-        must = [row.result("must") for row in self.rows() if row.result("must")]
-        return bool(must) and not self.broken and all(r == PASS for r in must)
+        """Every MUST row of each part was checked and passed (of the selection that
+        ran): conforming to v1 takes both parts, unless a selection left one out."""
+        parts = self.parts()
+        return bool(parts) and not self.broken and set(parts.values()) == {CONFORMS}
 
     def checked(self) -> bool:
         return any(item.result in CHECKED for item in self.items)
@@ -501,10 +542,16 @@ class Run:
         if not self.checked():
             found.append("nothing was checked: every scenario was unsupported or none ran")
         rows = {row.invariant: row for row in self.rows()}
+        parts = self.parts()
         for wanted in self.required:
             if wanted == "must":
                 if not self.conforms():
-                    found.append("--require must: not every MUST row passed")
+                    found.append(f"--require must: {self.parts_said()}")
+                continue
+            if wanted in PARTS:
+                if parts.get(wanted) != CONFORMS:
+                    said = parts.get(wanted, "not in this run")
+                    found.append(f"--require {wanted}: the {PARTS[wanted]} {said}")
                 continue
             row = rows.get(wanted)
             result = row.result("must") if row else None
@@ -532,16 +579,36 @@ class Run:
         """Each reason an item did not run, with how many it kept from running."""
         return Counter(item.error for item in self.items if item.result == UNSUPPORTED)
 
+    def parts_said(self) -> str:
+        """Each part's verdict: "driver part conforms; command line not checked"."""
+        said = []
+        for part, judged in self.parts().items():
+            if judged == DOES_NOT_CONFORM:
+                must = Counter(row.result("must") for row in self.rows(part))
+                failed = [f"{n} {r}" for r, n in sorted(must.items(), key=str) if r and r != PASS]
+                said.append(f"{PARTS[part]}: MUST rows {', '.join(failed)}")
+            elif judged == NOT_CHECKED:
+                unchecked = self.unchecked_rows(part)
+                rows = f"{len(unchecked)} MUST rows" if len(unchecked) > 1 else "".join(unchecked)
+                hint = f" (run with --{'cli' if part == CLI else 'impl'})"
+                hint = hint if self.parts_run(part) == 0 else ""
+                unsupported = f": {rows} unsupported" if rows else ""
+                said.append(f"{PARTS[part]} not checked{hint}{unsupported}")
+            else:
+                said.append(f"{PARTS[part]} conforms")
+        return "; ".join(said) or "nothing of either part ran"
+
+    def parts_run(self, part: str) -> int:
+        """How many of the part's items reached a verdict."""
+        return sum(1 for item in self.items if item.part == part and item.result in CHECKED)
+
     def verdict(self) -> str:
-        rows = self.rows()
-        must = Counter(row.result("must") for row in rows if row.result("must"))
         scope = " (of the scenarios selected)" if self.selected else ""
         if self.broken:
             return "the run broke: no verdict"
         if self.conforms():
-            return f"conforms to v1{scope}: every MUST row passes"
-        said = ", ".join(f"{n} {result}" for result, n in sorted(must.items()) if result != PASS)
-        return f"does not conform to v1{scope}: MUST rows {said}"
+            return f"conforms to v1{scope}: every MUST row passes ({self.parts_said()})"
+        return f"does not conform to v1{scope}: {self.parts_said()}"
 
     def summary(self) -> str:
         def said(counts: Counter[str]) -> str:
@@ -882,6 +949,7 @@ def json_report(run: Run) -> dict[str, Any]:
             "name": item.name,
             "location": item.location,
             "tier": item.tier,
+            "part": item.part,
             "invariants": list(item.invariants),
             "results": item.results,
             "result": item.result,
@@ -905,6 +973,7 @@ def json_report(run: Run) -> dict[str, Any]:
         "version": 1,
         "implementation": {"command": run.implementation, **(run.about or {})},
         "conforms": run.conforms(),
+        "parts": run.parts(),
         "selected": run.selected,
         "summary": run.summary(),
         "exit_status": run.status(),
@@ -1163,9 +1232,9 @@ def main(
             return 2
         print_list(listed_scenarios(features, args.name), machine_ids, out)
         return 0
-    bad = [r for r in args.require if r != "must" and not _INV.fullmatch(r)]
+    bad = [r for r in args.require if r not in ("must", *PARTS) and not _INV.fullmatch(r)]
     if bad:
-        err.write(f"pi-post: --require takes INV-NN or must, not {', '.join(bad)}\n")
+        err.write(f"pi-post: --require takes INV-NN, must, driver or cli, not {', '.join(bad)}\n")
         return 2
     no_row = [r for r in args.require if _INV.fullmatch(r) and r not in INVARIANTS]
     if no_row:

@@ -18,7 +18,14 @@ from pipost_conformance.runner import Item, Run
 REPORTS = jsonschema.Draft202012Validator(schemas.load("conformance-report.v1"))
 
 
-def item(item_id: str, result: str, *invariants: str, tier: str = "must", error: str = "") -> Item:
+def item(
+    item_id: str,
+    result: str,
+    *invariants: str,
+    tier: str = "must",
+    error: str = "",
+    part: str = "driver",
+) -> Item:
     return Item(
         id=item_id,
         name=item_id,
@@ -29,7 +36,13 @@ def item(item_id: str, result: str, *invariants: str, tier: str = "must", error:
         results=dict.fromkeys(invariants, result),
         result=result,
         error=error,
+        part=part,
     )
+
+
+def cli(item_id: str, result: str, *invariants: str, tier: str = "must") -> Item:
+    """A command-line scenario (tagged @cli)."""
+    return item(item_id, result, *invariants, tier=tier, part="cli")
 
 
 def results(run: Run) -> dict[str, tuple[str | None, str | None]]:
@@ -68,15 +81,63 @@ def test_the_run_conforms_when_every_must_row_passes_whatever_the_should_rows() 
         [
             item("a/kept", "pass", "INV-05"),
             item("a/drop-log", "fail", "INV-05", tier="should"),
+            cli("cli/sent", "pass", "INV-21"),
         ],
     )
     assert run.conforms()
-    assert run.verdict() == "conforms to v1: every MUST row passes"
+    assert run.verdict() == (
+        "conforms to v1: every MUST row passes (driver part conforms; command line conforms)"
+    )
     assert run.status() == 0
     unchecked = Run("toy", [*run.items, item("a/forged", "unsupported", "INV-19")])
     assert not unchecked.conforms()
-    assert unchecked.verdict() == "does not conform to v1: MUST rows 1 unsupported"
+    assert unchecked.verdict() == (
+        "does not conform to v1: driver part not checked: INV-19 unsupported; command line conforms"
+    )
     assert unchecked.status() == 0  # a capability left out is not a breach; --require must is
+
+
+def test_conforming_to_v1_takes_both_parts() -> None:
+    driver = [item("a/kept", "pass", "INV-05"), item("a/capped", "pass", "INV-09")]
+    no_cli = Run("toy", [*driver, cli("cli/sent", "unsupported", "INV-21")])
+    assert not no_cli.conforms()
+    assert no_cli.parts() == {"driver": "conforms", "cli": "not checked"}
+    assert no_cli.verdict() == (
+        "does not conform to v1: driver part conforms; "
+        "command line not checked (run with --cli): INV-21 unsupported"
+    )
+    assert conformance.json_report(no_cli)["parts"] == {"driver": "conforms", "cli": "not checked"}
+    assert conformance.json_report(no_cli)["conforms"] is False
+    # a row both parts check must pass in each: the driver's pass does not stand for the CLI's
+    half = Run(
+        "toy", [*driver, cli("cli/sent", "pass", "INV-21"), cli("cli/cap", "unsupported", "INV-09")]
+    )
+    assert half.parts() == {"driver": "conforms", "cli": "not checked"}
+    assert "command line not checked: INV-09 unsupported" in half.verdict()
+    # a run that holds nothing of a part has not checked it, unless it was a selection
+    assert Run("toy", driver).parts() == {"driver": "conforms", "cli": "not checked"}
+    assert Run("toy", driver, selected=True).parts() == {"driver": "conforms"}
+    assert Run("toy", driver, selected=True).conforms()
+    cli_failing = Run("toy", [*driver, cli("cli/sent", "fail", "INV-21")])
+    assert cli_failing.verdict() == (
+        "does not conform to v1: driver part conforms; command line: MUST rows 1 fail"
+    )
+
+
+def test_require_names_a_part_or_both() -> None:
+    driver = [item("a/kept", "pass", "INV-05")]
+    no_cli = [*driver, cli("cli/sent", "unsupported", "INV-21")]
+    assert status(*no_cli) == 0  # nothing failed
+    assert status(*no_cli, required=("driver",)) == 0
+    assert status(*no_cli, required=("cli",)) == 1
+    assert status(*no_cli, required=("must",)) == 1
+    both = [*driver, cli("cli/sent", "pass", "INV-21")]
+    assert status(*both, required=("must", "driver", "cli")) == 0
+    assert Run("toy", no_cli, required=["must", "cli"]).breaches() == [
+        "--require must: driver part conforms; "
+        "command line not checked (run with --cli): INV-21 unsupported",
+        "--require cli: the command line not checked",
+    ]
 
 
 def status(*items: Item, required: tuple[str, ...] = (), broken: str = "") -> int:
@@ -99,7 +160,7 @@ def test_the_exit_status() -> None:
     assert status(passed, item("a/forged", "unsupported", "INV-19"), required=("INV-19",)) == 1
     assert status(passed, required=("INV-09",)) == 1  # a required row nothing checked
     assert status(passed, item("a/cap", "expected-fail", "INV-09"), required=("INV-09",)) == 1
-    assert status(passed, required=("must",)) == 0
+    assert status(passed, cli("cli/sent", "pass", "INV-21"), required=("must",)) == 0
     assert status(passed, item("a/forged", "unsupported", "INV-19"), required=("must",)) == 1
     assert status(passed, broken="behave exited with status 2") == 2
 
