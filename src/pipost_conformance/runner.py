@@ -47,7 +47,7 @@ import sys
 import tempfile
 import textwrap
 import xml.etree.ElementTree as ElementTree
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -656,30 +656,43 @@ def run_behave(
     work: Path,
     out: TextIO,
 ) -> tuple[list[Item], dict[str, Any] | None, str]:
-    """Run behave with verdicts per assertion; the text says why there are none."""
+    """Run behave with verdicts per assertion, its progress shown as it comes; the
+    text says why there are none. behave's own summary is left out: it counts what
+    the kit does not (a failed assertion is not a failed scenario here), and the
+    kit's summary follows the run."""
     verdicts = work / "verdicts.jsonl"
     argv = [sys.executable, "-m", "behave", "--format", "progress", "--no-skipped"]
+    argv += ["--no-summary"]
     argv += ["-D", f"verdicts={verdicts}"]
     argv += [f"-D{key}={value}" for key, value in (("impl", impl), ("cli", cli)) if value]
     argv += ["--name", name] if name else []
     argv += ["--tags", f"not @{PIPOST_ONLY_TAG}"]
     argv += list(features) or [str(FEATURES)]
-    done = subprocess.run(argv, cwd=KIT, env=child_env(), capture_output=True, text=True)
-    out.write(done.stdout)
+    said: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    with subprocess.Popen(
+        argv,
+        cwd=KIT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as behave:
+        assert behave.stdout is not None  # asked for above
+        for line in behave.stdout:
+            out.write(line)
+            out.flush()
+            said.append(line.rstrip("\n"))
+    returncode = behave.returncode
     lines = []
     if verdicts.exists():
         lines = [json.loads(line) for line in verdicts.read_text(encoding="utf-8").splitlines()]
     about = next((line["implementation"] for line in lines if line["kind"] == "run"), None)
     items = [item_from_verdict(line) for line in lines if line["kind"] == "scenario"]
-    tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
+    tail = "\n".join(said)
     if not any(line["kind"] == "run" for line in lines):
-        return items, about, f"behave exited with status {done.returncode} before a run:\n{tail}"
-    if done.returncode != 0 and not any(item.result not in (PASS, UNSUPPORTED) for item in items):
-        return (
-            items,
-            about,
-            f"behave exited with status {done.returncode}, nothing failing:\n{tail}",
-        )
+        return items, about, f"behave exited with status {returncode} before a run:\n{tail}"
+    if returncode != 0 and not any(item.result not in (PASS, UNSUPPORTED) for item in items):
+        return items, about, f"behave exited with status {returncode}, nothing failing:\n{tail}"
     return items, about, ""
 
 
@@ -817,6 +830,32 @@ def exchange_lines(item: Item, last: int = EXCHANGE_SHOWN) -> list[str]:
         arrow = "→ error" if "error" in call else "→"
         lines.append(f"{call['op']} {json.dumps(call['args'])} {arrow} {json.dumps(answer)}")
     return lines
+
+
+FAILURE_LINES_SHOWN = 6
+CALLS_SHOWN = 3
+CALL_WIDTH = 160
+
+
+def console_failures(run: Run) -> list[str]:
+    """Each item a reader must look at, for the console: its id, tier and rows, where
+    it is, the start of its error and its last driver calls (the report has all)."""
+    lines = []
+    for item in problems(run):
+        if item.result == EXPECTED_FAIL:
+            continue  # the run's file expects it; the report lists it
+        rows = ", ".join(f"{inv} {result}" for inv, result in item.results.items())
+        lines.append(f"{item.result.upper()} {item.id} ({item.tier.upper()}; {rows})")
+        lines.append(f"    at {item.location}")
+        error = (item.expected and f"expected to fail: {item.expected}") or item.error
+        lines += [f"    {line}" for line in error.splitlines()[:FAILURE_LINES_SHOWN]]
+        calls = [_cut(call, CALL_WIDTH) for call in exchange_lines(item, last=CALLS_SHOWN)]
+        lines += ["    last calls:", *(f"      {call}" for call in calls)] if calls else []
+    return lines
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def problems(run: Run) -> list[Item]:
@@ -1256,6 +1295,8 @@ def main(
         args.junit.write_text(junit_xml(run), encoding="utf-8")
     if args.write_expectations is not None:
         args.write_expectations.write_text(expectations_text(run.items), encoding="utf-8")
+    for line in console_failures(run):
+        out.write(line + "\n")
     out.write(f"conformance of {_identity(run)}: {run.summary()}\n")
     for why, count in run.not_checked().most_common():
         out.write(f"  not checked ({count}): {why}\n")

@@ -239,6 +239,14 @@ def test_each_fault_alone_fails_only_its_own_rows(
             "oversize-body": {"INV-09"},
         }[fault]
     )
+    # the console shows each failure, where it is and the calls that led to it, and
+    # one summary: behave's own, which counted otherwise, is left out
+    failing = [item for item, result in alone.outcomes().items() if result == "fail"]
+    assert failing
+    for scenario_id in failing:
+        assert f"\nFAIL {scenario_id} (MUST; " in alone.output, alone.output
+    assert "    last calls:\n" in alone.output
+    assert "scenarios passed" not in alone.output
 
 
 def kit_tree() -> set[Path]:
