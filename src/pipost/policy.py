@@ -1,10 +1,10 @@
 """What a receiving session lets into its context: the inbound mode, the resume
 mode and the loop guard (SPEC 3, 6; INV-18, INV-20).
 
-Loops terminate structurally, whatever the models decide: per sender, an
-identical body within 10 s of the last one delivered is dropped, and so is an
-9th message within 30 s. With the mailbox cap of 50, two sessions that answer
-everything exchange a bounded number of messages in any window.
+Loops are bounded in rate, whatever the models decide (SPEC 6.1): per sender,
+an identical body within 10 s of the last one delivered is dropped, and so is a
+9th message within 30 s. Two sessions that answer everything exchange a bounded
+number of messages in any window, but with new words each time they go on.
 
 The modes are tables, not branches; the guard is a small state machine whose
 clock is handed in: ms of a clock that never steps (the receiving process's

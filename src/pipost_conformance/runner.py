@@ -82,7 +82,7 @@ INVARIANTS = {
     "INV-15": "presence is honest, a recycled pid included",
     "INV-16": "reading has no side effects",
     "INV-17": "messages outrank tidiness: sweeps",
-    "INV-18": "loops terminate structurally",
+    "INV-18": "loops are bounded in rate; echoes stop",
     "INV-19": "the boundary is on every delivery and cannot be forged",
     "INV-20": "inbound and resume modes",
     "INV-21": "wire compatibility with pi-post 0.7, both directions",

@@ -1,4 +1,4 @@
-"""Loops terminate structurally (INV-18): two sessions that answer every message
+"""Loops are bounded in rate (INV-18): two sessions that answer every message
 they get, each reply a real ``pi-post send`` run by ``listen --exec``.
 
 Each exec command writes one line per delivery to a log of its own (when, and

@@ -174,7 +174,7 @@ Feature: Receiving — where "delivered" is decided
       | mode    | how                               |
       | Stage   | staged for the first prompt       |
 
-  # -- loops terminate --------------------------------------------------------------------
+  # -- loops are bounded in rate ----------------------------------------------------------
 
   @must @INV-18
   Scenario: an identical body from one sender within 10 s is dropped; after 10 s it is not

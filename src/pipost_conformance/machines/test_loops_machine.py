@@ -1,4 +1,4 @@
-"""Loops terminate structurally (SPEC 6): INV-18, and INV-08 on the way.
+"""Loops are bounded in rate (SPEC 6.1): INV-18, and INV-08 on the way.
 
 Tier: must
 Operations: set_clock, advance_clock, register, send, deliver, count.
