@@ -194,7 +194,7 @@ usage: pi-post conformance [--impl COMMAND] [--cli COMMAND] [--features PATH ...
                            [--report FILE] [--json FILE] [--junit FILE]
                            [--expect FILE] [--write-expectations FILE]
                            [--require INV-NN|must|driver|cli ...] [--validate]
-                           [--timeout S]
+                           [--timeout S] [--seed N]
 
 The conformance kit (docs/conformance.md): run pi-post's specification — its
 features and state machines — against an implementation and say, per invariant,
@@ -225,6 +225,8 @@ check failed, 1 when one did, 2 when the run could not be made.
   --validate            check every request and answer against the driver
                         protocol's schema
   --timeout S           seconds one call may take (default 60)
+  --seed N              the state machines' Hypothesis seed (0 to 2**32 - 1;
+                        default: drawn, and printed with the summary to replay)
 """,
     "doctor": """\
 usage: pi-post doctor [--json]

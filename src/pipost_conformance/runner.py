@@ -5,6 +5,7 @@
                         [--report FILE] [--json FILE] [--junit FILE]
                         [--expect FILE] [--write-expectations FILE]
                         [--require INV-NN|must|driver|cli ...] [--validate] [--timeout S]
+                        [--seed N]
 
 ``--impl`` runs the driver scenarios against the implementation that COMMAND
 serves over JSON lines (docs/conformance.md), ``--cli`` the command-line scenarios
@@ -40,6 +41,7 @@ import ast
 import html
 import json
 import os
+import random
 import re
 import shlex
 import subprocess
@@ -60,6 +62,8 @@ FEATURES = KIT / "features"
 MACHINES = KIT / "machines"
 IN_FOLDER = KIT / "in_folder.py"
 MACHINE_PROFILE = "conformance"
+SEEDS = 2**32
+"""--seed takes 0 … SEEDS - 1; a run without one draws one."""
 OUTPUT_TAIL_LINES = 30
 EXCHANGE_SHOWN = 12
 """The last calls of a scenario's driver exchange that the Markdown and HTML reports show."""
@@ -483,6 +487,8 @@ class Run:
     not_in_run: list[str] = field(default_factory=list)
     """Ids of the expectations file that this run did not meet."""
     required: list[str] = field(default_factory=list)
+    seed: int | None = None
+    """The seed the state machines ran with (None: none ran); --seed replays it."""
 
     def rows(self, part: str | None = None) -> list[Row]:
         """One row per invariant, of every item or of one part's."""
@@ -614,9 +620,10 @@ class Run:
         def said(counts: Counter[str]) -> str:
             return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o]) or "none"
 
+        seed = f" (--seed {self.seed} replays them)" if self.seed is not None else ""
         return (
             f"{self.verdict()}; scenarios: {said(self.counts('scenario'))}; "
-            f"state machines: {said(self.counts('machine'))}"
+            f"state machines: {said(self.counts('machine'))}{seed}"
         )
 
 
@@ -710,7 +717,9 @@ is around it: no ini file (pi-post's own, or one above where pipost is installed
 and the test ids start at the kit (``machines/test_….py::…``)."""
 
 
-def run_machines(impl: str | None, work: Path, out: TextIO) -> tuple[list[Item], str]:
+def run_machines(impl: str | None, work: Path, out: TextIO, seed: int) -> tuple[list[Item], str]:
+    """Each machine module in a pytest of its own, with Hypothesis's ``seed``: what a
+    run found, the same seed finds again (the scratch folder keeps no examples)."""
     items: list[Item] = []
     for path in machine_files():
         env = child_env()
@@ -722,6 +731,7 @@ def run_machines(impl: str | None, work: Path, out: TextIO) -> tuple[list[Item],
         argv = [
             *PYTEST,
             f"--hypothesis-profile={MACHINE_PROFILE}",
+            f"--hypothesis-seed={seed}",
             f"--junitxml={junit}",
             str(path),
         ]
@@ -1013,6 +1023,7 @@ def json_report(run: Run) -> dict[str, Any]:
         "implementation": {"command": run.implementation, **(run.about or {})},
         "conforms": run.conforms(),
         "parts": run.parts(),
+        **({"seed": run.seed} if run.seed is not None else {}),
         "selected": run.selected,
         "summary": run.summary(),
         "exit_status": run.status(),
@@ -1087,6 +1098,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--require", nargs="+", default=[])
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--seed", type=int)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         word = unknown[0]
@@ -1171,6 +1183,7 @@ def run_kit(args: argparse.Namespace, here: Path, out: TextIO) -> Run:
     impl = from_folder(args.impl, here) if args.impl else None
     cli = with_paths_from(args.cli, here) if args.cli else None
     features = feature_paths(args.features, here)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(SEEDS)
     with tempfile.TemporaryDirectory(prefix="pipost-conformance-") as work:
         items, about, broken = run_behave(impl, cli, features, args.name, Path(work), out)
         cli_only = bool(args.cli) and not args.impl
@@ -1183,7 +1196,7 @@ def run_kit(args: argparse.Namespace, here: Path, out: TextIO) -> Run:
         elif args.no_machines or broken:
             machines = []
         else:
-            machines, broken = run_machines(impl, Path(work), out)
+            machines, broken = run_machines(impl, Path(work), out, seed)
     return Run(
         implementation,
         items + machines,
@@ -1192,6 +1205,7 @@ def run_kit(args: argparse.Namespace, here: Path, out: TextIO) -> Run:
         selected=bool(args.features or args.name or args.no_machines),
         elsewhere=CHECKED_ON_PIPOST_ALONE,
         required=list(args.require),
+        seed=seed if any(item.result != UNSUPPORTED for item in machines) else None,
     )
 
 
@@ -1271,6 +1285,9 @@ def main(
             return 2
         print_list(listed_scenarios(features, args.name), machine_ids, out)
         return 0
+    if args.seed is not None and not 0 <= args.seed < SEEDS:
+        err.write(f"pi-post: --seed takes 0 to {SEEDS - 1}, not {args.seed}\n")
+        return 2
     bad = [r for r in args.require if r not in ("must", *PARTS) and not _INV.fullmatch(r)]
     if bad:
         err.write(f"pi-post: --require takes INV-NN, must, driver or cli, not {', '.join(bad)}\n")

@@ -7,6 +7,7 @@ pass, and 2 when the run broke. Expectations turn failures into expected-fail.""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -278,3 +279,14 @@ def test_the_report_schema_is_a_valid_draft_2020_12_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
     results = schema["$defs"]["result"]["enum"]
     assert results == list(conformance.OUTCOMES)
+
+
+def test_the_seed_the_machines_ran_with_is_in_the_summary_and_the_report() -> None:
+    machine = replace(item("m/registry", "pass", "INV-15"), kind="machine")
+    seeded = Run("toy", [machine, cli("cli/sent", "pass", "INV-21")], seed=7)
+    assert seeded.summary().endswith("state machines: 1 pass (--seed 7 replays them)")
+    assert conformance.json_report(seeded)["seed"] == 7
+    REPORTS.validate(conformance.json_report(seeded))
+    unseeded = Run("toy", [item("a/kept", "pass", "INV-05")])
+    assert "seed" not in conformance.json_report(unseeded)
+    assert "replays" not in unseeded.summary()
