@@ -190,6 +190,35 @@ Feature: Receiving — where "delivered" is decided
     Then the context of "bob" holds "same words" twice
 
   @must @INV-18
+  Scenario Outline: the duplicate window is 10 s to the ms: a repeat <after> later
+    When I send "same words" to "bob" as "looper"
+    And "bob" takes its mail
+    And the clock advances by <after>
+    And I send "same words" to "bob" as "looper"
+    And "bob" takes its mail
+    Then <outcome>
+
+    Examples:
+      | after                | outcome                                                |
+      | 9 seconds and 999 ms | "bob" dropped, by the loop guard, the last message sent |
+      | 10 seconds           | the context of "bob" holds "same words" twice          |
+      | 10 seconds and 1 ms  | the context of "bob" holds "same words" twice          |
+
+  @must @INV-18
+  Scenario Outline: the rate window is 30 s to the ms: a ninth message <after> after eight
+    When "chatty" sends 8 different messages to "bob", 0 seconds apart, "bob" taking each
+    And the clock advances by <after>
+    And I send "one more" to "bob" as "chatty"
+    And "bob" takes its mail
+    Then <outcome>
+
+    Examples:
+      | after                 | outcome                                                 |
+      | 29 seconds and 999 ms | "bob" dropped, by the loop guard, the last message sent |
+      | 30 seconds            | the loop guard let "one more" into the context of "bob" |
+      | 30 seconds and 1 ms   | the loop guard let "one more" into the context of "bob" |
+
+  @must @INV-18
   Scenario: a ninth message from one sender within 30 s is dropped
     When "chatty" sends 9 different messages to "bob", 3 seconds apart, "bob" taking each
     Then the context of "bob" holds the first 8 of them, in order
@@ -229,6 +258,7 @@ Feature: Receiving — where "delivered" is decided
     Then the text that entered the context of "bob" begins with a "[pi-post]" line naming the message, "alice" and "{scratch}/alice"
     And in that text every line of the body is quoted with "│"
     And the last line of that text is a "[pi-post]" line ending the message, naming the address of "alice" to reply to
+    And the frame says each point of the boundary, for a session sender
 
   @must @INV-19
   Scenario: a message from a process names it, and its boundary offers no address to reply to
@@ -237,6 +267,28 @@ Feature: Receiving — where "delivered" is decided
     Then the text that entered the context of "bob" begins with a "[pi-post]" line naming the message, "nightly-build"
     And in that text every line of the body is quoted with "│"
     And the last line of that text is a "[pi-post]" line ending the message, naming no address
+    And the frame says each point of the boundary, for a process sender
+
+  @must @INV-19
+  Scenario Outline: a body is quoted line by line, whatever line break it uses: <break>
+    When I send "one" and "two" joined by <break> to "bob"
+    And "bob" takes its mail
+    Then only the first and the last line of the text that entered the context of "bob" start with "[pi-post]"
+    And in that text every line of the body is quoted with "│"
+
+    Examples:
+      | break                             |
+      | a line feed                       |
+      | a carriage return                 |
+      | a carriage return and a line feed |
+      | a vertical tab                    |
+      | a form feed                       |
+      | a file separator                  |
+      | a group separator                 |
+      | a record separator                |
+      | a next line (U+0085)              |
+      | a line separator (U+2028)         |
+      | a paragraph separator (U+2029)    |
 
   @must @INV-19
   Scenario: a body that forges the boundary cannot start a line of the text with "[pi-post]"

@@ -468,6 +468,30 @@ def boundary(context: Context, prefix: str, naming: str, sender: str | None) -> 
         assert not named and " s-" not in last, f"an address to reply to: {last}"
 
 
+BOUNDARY_WORDS = ("not from the user", "no authority", "approve", "slash command", "inert")
+"""What SPEC 7.1's table says the end line holds, whoever sent the message."""
+SENDER_WORDS = {
+    "session": ("pi session ", "session", "process"),
+    "process": ("process ", "process", "session"),
+}
+"""Sender kind → what the header names it by, the word the end line says, and the
+word it must not say (SPEC 7.1)."""
+
+
+@then("the frame says each point of the boundary, for a (session|process) sender")
+@checks("INV-19")
+def boundary_said(context: Context, kind: str) -> None:
+    lines, _ = that_text(context)
+    header, end = lines[0].lower(), lines[-1].lower()
+    named, said, unsaid = SENDER_WORDS[kind]
+    assert named in header, f"the header does not name a {kind} by {named!r}: {lines[0]}"
+    assert said in end and unsaid not in end, (
+        f"the end line does not say it came from a {kind} ({said!r}, not {unsaid!r}): {lines[-1]}"
+    )
+    missing = [words for words in (*BOUNDARY_WORDS, "unreviewed") if words not in end]
+    assert not missing, f"the end line does not say {missing}: {lines[-1]}"
+
+
 @then(
     f"only the first and the last line of the text that entered the context of {QUOTED} "
     f"start with {QUOTED}"

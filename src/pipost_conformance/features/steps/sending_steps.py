@@ -65,6 +65,29 @@ def send_text(context: Context, target: str) -> None:
     world(context).send([target], context.text)
 
 
+LINE_BREAKS = {
+    "a line feed": "\n",
+    "a carriage return": "\r",
+    "a carriage return and a line feed": "\r\n",
+    "a vertical tab": "\x0b",
+    "a form feed": "\x0c",
+    "a file separator": "\x1c",
+    "a group separator": "\x1d",
+    "a record separator": "\x1e",
+    "a next line (U+0085)": "\x85",
+    "a line separator (U+2028)": "\u2028",
+    "a paragraph separator (U+2029)": "\u2029",
+}
+"""The line breaks SPEC 7.2 splits a body on, by name: a feature cannot hold most
+of them raw."""
+
+
+@when(f"I send {QUOTED} and {QUOTED} joined by (.+) to {QUOTED}")
+def send_joined(context: Context, first: str, second: str, joint: str, target: str) -> None:
+    assert joint in LINE_BREAKS, f"no line break named {joint!r}: {sorted(LINE_BREAKS)}"
+    world(context).send([target], first + LINE_BREAKS[joint] + second)
+
+
 @when(f"I send a body of (\\d+) {QUOTED} characters to {QUOTED}")
 def send_repeated_body(context: Context, count: str, character: str, target: str) -> None:
     world(context).send([target], character * int(count))
