@@ -32,6 +32,11 @@ export class Mailboxes {
     return within((keep) => this.open(keep, address) !== null);
   }
 
+  // Is the letter of that id still in the mailbox? (Its absence is the receipt.)
+  holds(address, id) {
+    return within((keep) => this.open(keep, address)?.lstat(`${id}.json`) != null);
+  }
+
   count(address) {
     return within((keep) => this.open(keep, address)?.jsonNames().length ?? 0);
   }

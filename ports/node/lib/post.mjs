@@ -29,6 +29,16 @@ export function canonical(where) {
   }
 }
 
+// A body is refused before anything else is looked at (SPEC 3.1 step 1).
+export function checkBody(body) {
+  if (!isWellFormed(body)) throw new Refused(reason("body_not_text", "the body is not text (it holds unpaired surrogates)"));
+  if (body.trim() === "") throw new Refused(reason("empty_body", "nothing to send: the body is empty"));
+  const size = utf8Length(body);
+  if (size > BODY_CAP) {
+    throw new Refused(reason("body_too_large", `the body weighs ${size} bytes, over the cap of ${BODY_CAP}; send a path instead`, { size, cap: BODY_CAP }));
+  }
+}
+
 const isPathHandle = (h) => h === "~" || h === "." || h === ".." || h.startsWith("~/") || h.includes("/");
 
 export class PostOffice {
@@ -139,13 +149,11 @@ export class PostOffice {
     return { kind: "process", name: label ?? `process:${path.basename(path.resolve(cwd)) || "/"}`, cwd };
   }
 
-  send({ targets, body, cwd, home, session, label, replyTo }) {
-    if (!isWellFormed(body)) throw new Refused(reason("body_not_text", "the body is not text (it holds unpaired surrogates)"));
-    if (body.trim() === "") throw new Refused(reason("empty_body", "nothing to send: the body is empty"));
-    const size = utf8Length(body);
-    if (size > BODY_CAP) {
-      throw new Refused(reason("body_too_large", `the body weighs ${size} bytes, over the cap of ${BODY_CAP}; send a path instead`, { size, cap: BODY_CAP }));
-    }
+  // `awaitTaken(letters)`, when given, waits for the letters of live targets to
+  // vanish (SPEC 3.2) and returns the ids that did; without it nothing is awaited
+  // (the shim's receivers run only when asked) and every receipt says queued.
+  send({ targets, body, cwd, home, session, label, replyTo, awaitTaken }) {
+    checkBody(body);
     if (!targets.length) throw new Refused(reason("no_targets", "no target given"));
     if (targets.length > TARGET_CAP) {
       throw new Refused(reason("too_many_targets", `${targets.length} targets; one send reaches at most ${TARGET_CAP}`, { count: targets.length, cap: TARGET_CAP }));
@@ -157,9 +165,11 @@ export class PostOffice {
     const from = this.sender({ session, label, cwd });
     const reply = replyTo === "none" ? undefined : replyTo ?? (from.kind === "session" ? from.address : undefined);
     const addresses = [];
+    const live = new Set(); // live when resolved: only their letters can be delivered
     for (const handle of targets) {
-      const { address } = this.resolve(handle, { cwd, home });
+      const { address, presence } = this.resolve(handle, { cwd, home });
       if (!addresses.includes(address)) addresses.push(address);
+      if (presence === "live") live.add(address);
     }
     // Every mailbox is counted before the first letter is written, and again
     // under its lock by the deposit itself.
@@ -172,7 +182,7 @@ export class PostOffice {
     for (const address of addresses) {
       try {
         const id = this.mailboxes.deposit(address, { sentAt, from, replyTo: reply, body });
-        receipts.push({ address, id, delivered: false }); // no receiver runs in the background here
+        receipts.push({ address, id, delivered: false });
       } catch (e) {
         // A letter once deposited is never taken back: say which went in.
         if (receipts.length && e.reason) {
@@ -181,6 +191,11 @@ export class PostOffice {
         }
         throw e;
       }
+    }
+    const awaited = receipts.filter((r) => live.has(r.address));
+    if (awaitTaken && awaited.length) {
+      const taken = awaitTaken(awaited.map(({ address, id }) => ({ address, id })));
+      for (const receipt of awaited) receipt.delivered = taken.has(receipt.id);
     }
     return receipts;
   }

@@ -5,10 +5,12 @@ import { Folder, randomHex, within } from "./disk.mjs";
 
 export const STALL_MS = 45_000;
 
-// presence of a record, given a process table {exists(pid), start(pid)}
+// presence of a record, given a process table {exists(pid), start(pid)}; a start
+// that cannot be told (undefined) is no evidence of a reused pid (SPEC 2)
 export function presenceOf(record, processes, now) {
   if (record.pid === undefined || !processes.exists(record.pid)) return "offline";
-  if (record.pidStart !== undefined && record.pidStart !== processes.start(record.pid)) return "offline";
+  const start = record.pidStart === undefined ? undefined : processes.start(record.pid);
+  if (start !== undefined && start !== record.pidStart) return "offline";
   return now - record.lastSeen > STALL_MS ? "stalled" : "live";
 }
 
