@@ -9,17 +9,10 @@ import { Failed, Refused } from "./lib/disk.mjs";
 import { PostOffice, checkBody } from "./lib/post.mjs";
 import { LINE_BREAK, spellOut } from "./lib/frame.mjs";
 
-const USAGE = `usage: pi-post <command> …
-
-  pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>] [--reply-to <address>|none]
-      send a message (the body from --body, else standard input) to up to 8 sessions
-  pi-post list [--all]       every session, live first
-  pi-post resolve <target>   the session a handle names
-  pi-post peek <target>      the letters waiting for a session, without taking them
-  pi-post whoami             the address of PI_SESSION_ID
-
-A target is an address, a path, a session id or a prefix of one, a name, or a
-folder's basename. PI_POST_DIR names the post office (default ~/.pi/agent/post).
+// pi-post 0.7's words wherever its recorded transcripts show them (SPEC 8: the
+// wording SHOULD be 0.7's; the kit ships them, fixtures/interop/cli-transcripts.json).
+const USAGE = `usage: pi-post send --to <target> [--to <target> …] [--body <text>] [--from <label>] [--reply-to <addr>|none]
+       pi-post list [--all] | resolve <target> | peek <target> | whoami
 `;
 
 const RECEIPT_WINDOW_MS = 1500; // SPEC 3.2: one deadline for the whole send
@@ -198,7 +191,7 @@ function card({ address, record, presence, queued }, now) {
   if (!record) {
     return [
       field("address", address),
-      "no registry record: no session has registered under this address",
+      "no registry record — the session never registered here, or its record was swept",
       ...(queued ? [field("queued", queued)] : []),
     ];
   }
@@ -211,6 +204,41 @@ function card({ address, record, presence, queued }, now) {
     field("cwd", shown(record.cwd)),
     field("resume", `cd ${shown(record.cwd)} && pi --session ${shown(sessionHandle(record.sessionId))}`),
   ];
+}
+
+const quoted = (text) => JSON.stringify(text);
+
+// A refusal of the library, as lines, in the words pi-post 0.7 uses for it where
+// it has any; the library's own text otherwise. The facts are the reason's.
+function wording(post, why) {
+  const named = (address) => {
+    const record = post.registry.read(address);
+    return record ? `${record.name} (${address})` : address;
+  };
+  switch (why.code) {
+    case "empty_body":
+      return ["empty body (pass --body or pipe stdin)"];
+    case "body_too_large":
+      return [`body is ${why.size ?? `over ${why.cap}`} bytes; the cap is ${why.cap} (send a summary and a path, not a payload)`];
+    case "no_targets":
+      return ["send requires --to <target>"];
+    case "too_many_targets":
+      return [`${why.count} targets in one send; the cap is ${why.cap} — a wider fan-out is a broadcast, not a message`];
+    case "ambiguous_target":
+      return [
+        `${quoted(why.handle)} matches more than one session; use an address:`,
+        ...why.candidates.map((address) => `  ${named(address)} — ${post.registry.read(address)?.cwd ?? "?"}`),
+      ];
+    case "unknown_target": {
+      const first = why.path !== undefined
+        ? `no session is registered in ${why.path} — a directory names the session running in it`
+        : `${quoted(why.handle)} is not an address, a session id, a directory with a registered session, or a known session name`;
+      // SPEC 4 (SHOULD): the sessions that can be reached, which 0.7 does not list.
+      return why.reachable.length ? [first, `  sessions you can reach: ${why.reachable.map(named).join(", ")}`] : [first];
+    }
+    default:
+      return [why.text];
+  }
 }
 
 function peekLine(letter) {
@@ -229,13 +257,15 @@ function lookUp(post, handle, where) {
   return post.session(handle, post.registry.read(handle));
 }
 
-// Until the deadline, which of these letters have vanished: the receivers' receipts.
+// Until the deadline, which of these letters have vanished: the receivers'
+// receipts. The last look comes after the deadline, so none taken in time is missed.
 function awaitTaken(post, letters) {
   const deadline = performance.now() + RECEIPT_WINDOW_MS;
   const taken = new Set();
   for (;;) {
+    const last = performance.now() >= deadline;
     for (const { address, id } of letters) if (!taken.has(id) && !post.mailboxes.holds(address, id)) taken.add(id);
-    if (taken.size === letters.length || performance.now() >= deadline) return taken;
+    if (taken.size === letters.length || last) return taken;
     pause(Math.min(RECEIPT_POLL_MS, Math.max(deadline - performance.now(), 0)));
   }
 }
@@ -282,7 +312,7 @@ const COMMANDS = {
     if (!sessions.length && !hidden) return out("no sessions are registered");
     for (const session of sessions) out(listLine(session, now));
     if (hidden) {
-      out(`… and ${hidden} offline session${hidden === 1 ? "" : "s"} unseen for over a day (--all lists ${hidden === 1 ? "it" : "them"})`);
+      out(`… and ${hidden} offline session${hidden === 1 ? "" : "s"} unseen for over a day (--all lists them)`);
     }
   },
 
@@ -304,7 +334,7 @@ const COMMANDS = {
     const { positional } = parse(words, {});
     if (positional.length) throw new Misuse(`whoami takes nothing, not ${positional[0]}`);
     const session = variable("PI_SESSION_ID");
-    if (session === undefined) throw new Misuse("PI_SESSION_ID is not set: whoami tells the address of the pi session this shell runs in");
+    if (session === undefined) throw new Misuse("PI_SESSION_ID is not set (run inside a pi bash tool, or use an explicit address)");
     out(addressOf(session));
   },
 };
@@ -340,7 +370,9 @@ function diesOfSigpipe() {
 function main(words) {
   const out = writer(1);
   const err = writer(2);
-  const fail = (text) => (err(`pi-post: ${shown(text)}`), 1);
+  // Each line spelled out: only the breaks between them are raw.
+  const fail = (lines) => (err(`pi-post: ${lines.map(shown).join("\n")}`), 1);
+  let post = null;
   try {
     checkUtf8(words, ["PI_POST_DIR", "PI_SESSION_ID", "PI_POST_FROM", "PI_POST_REPLY_TO", "HOME"]);
     const [command, ...rest] = words;
@@ -349,19 +381,19 @@ function main(words) {
       return 0;
     }
     if (!Object.hasOwn(COMMANDS, command)) {
-      err(`pi-post: no command ${shown(command)}`);
-      fs.writeSync(2, USAGE);
+      fs.writeSync(1, USAGE); // as pi-post 0.7 does: the usage alone, on standard output
       return 1;
     }
     const home = variable("HOME") ?? os.homedir();
     const root = command === "whoami" ? null : postOfficeFolder(home);
-    const post = new PostOffice({ root, clock: () => Date.now(), processes: machine });
+    post = new PostOffice({ root, clock: () => Date.now(), processes: machine });
     COMMANDS[command](rest, { post, cwd: process.cwd(), home, out });
     return 0;
   } catch (e) {
-    if (e instanceof Refused || e instanceof Failed || e instanceof Misuse) return fail(e.message);
-    if (e && typeof e.code === "string" && typeof e.syscall === "string") return fail(`${e.syscall} failed: ${e.code}`);
-    return fail(`internal error: ${e?.message ?? e}`);
+    if (e instanceof Refused) return fail(wording(post, e.reason));
+    if (e instanceof Failed || e instanceof Misuse) return fail([e.message]);
+    if (e && typeof e.code === "string" && typeof e.syscall === "string") return fail([`${e.syscall} failed: ${e.code}`]);
+    return fail([`internal error: ${e?.message ?? e}`]);
   }
 }
 
