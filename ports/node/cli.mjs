@@ -377,11 +377,11 @@ function main(words) {
     checkUtf8(words, ["PI_POST_DIR", "PI_SESSION_ID", "PI_POST_FROM", "PI_POST_REPLY_TO", "HOME"]);
     const [command, ...rest] = words;
     if (command === undefined) {
-      fs.writeSync(1, USAGE);
+      out(USAGE.trimEnd());
       return 0;
     }
     if (!Object.hasOwn(COMMANDS, command)) {
-      fs.writeSync(1, USAGE); // as pi-post 0.7 does: the usage alone, on standard output
+      out(USAGE.trimEnd()); // as pi-post 0.7 does: the usage alone, on standard output
       return 1;
     }
     const home = variable("HOME") ?? os.homedir();
