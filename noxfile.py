@@ -215,23 +215,24 @@ def conformance(session: nox.Session) -> None:
 @nox.session
 def example_port(session: nox.Session) -> None:
     """The kit against the independent Node implementation in ports/node (issue 13,
-    SPEC 11.1): its own tests first, then the conformance run, which fails unless every
-    MUST row passes. Nox runs it from this folder, where the paths below start. Writes
-    the matrix to the session's tmp folder (or where --report says); extra args go to
-    pi-post conformance."""
+    SPEC 11.1), its shim and its command line: its own tests first, then the
+    conformance run, which fails unless every MUST row passes. Nox runs it from this
+    folder, where the paths below start. Writes the matrix to the session's tmp folder
+    (or where --report says); extra args go to pi-post conformance."""
     _install(session)
     _example_port(session, session.posargs)
 
 
 def _example_port(session: nox.Session, options: list[str]) -> None:
-    """The port's own tests, then the kit against it (exit 0 only if every MUST row
-    passes). Nox runs from this folder, where the paths start; the matrix goes to the
-    session's tmp folder unless --report says otherwise."""
+    """The port's own tests, then the kit against both its parts, the driver shim and
+    the command line (--require must: exit 0 only if every MUST row passes). Nox runs
+    from this folder, where the paths start; the matrix goes to the session's tmp
+    folder unless --report says otherwise."""
     session.run("node", "--test", "ports/node/test/", external=True)
     matrix = f"{session.create_tmp()}/port.md"
     report = [] if "--report" in options else ["--report", matrix]
-    port = ["--impl", "node ports/node/shim.mjs"]
-    session.run("pi-post", "conformance", *port, *report, *options)
+    port = ["--impl", "node ports/node/shim.mjs", "--cli", "node ports/node/cli.mjs"]
+    session.run("pi-post", "conformance", *port, "--require", "must", *report, *options)
 
 
 @nox.session
