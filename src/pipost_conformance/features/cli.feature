@@ -122,7 +122,7 @@ Feature: The command line as SPEC 8 has it, run as a separate process
       | belongs to another user       | resolve dashboard                        |
       | is a symlink to another folder | peek dashboard                          |
 
-  @INV-22 @INV-21
+  @INV-22 @INV-21 @should
   Scenario: a post office folder given as ~/post is the folder post in my home
     Given HOME is "{scratch}"
     And PI_POST_DIR is "~/post"
@@ -131,7 +131,7 @@ Feature: The command line as SPEC 8 has it, run as a separate process
     And that letter lies in "{scratch}/post/inbox/{dashboard.address}"
     And the body of that letter is "found from my home"
 
-  @INV-22
+  @INV-22 @should
   Scenario Outline: a relative PI_POST_DIR is refused by <command>, naming it
     Given PI_POST_DIR is "post"
     When at the shell I run pi-post <command>
