@@ -169,7 +169,7 @@ const ANY_BREAK = new RegExp(LINE_BREAK.source, "g");
 const oneLine = (text) => spellOut(text.replace(ANY_BREAK, " "));
 
 // Whole units, rounded down; an age from a clock set back is taken as recent (SPEC 2).
-export function age(ms) {
+function age(ms) {
   const seconds = Math.floor(Math.max(ms, 0) / 1000);
   if (seconds < 60) return `${seconds}s`;
   if (seconds < 3600) return `${Math.floor(seconds / 60)}m`;
