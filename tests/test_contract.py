@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pipost import driver, files, mailbox, message, schemas, session
+from pipost import driver, driver_protocol, files, mailbox, message, schemas, session
 from pipost.contract import compatibility, gate, gathering
 from pipost.contract.compatibility import (
     BREAKING,
@@ -384,12 +384,12 @@ def test_a_schema_or_a_protocol_the_code_no_longer_speaks_is_a_contradiction(
     contents = gathering.gather_all(gathering.load_pins(), gathering.load_corpus())
     assert gathering.contradictions(contents) == []
     monkeypatch.setattr(gathering, "ADDRESS_PATTERN", "s-[0-9a-f]{16}")
-    monkeypatch.setattr(driver, "PROTOCOL", driver.PROTOCOL + 1)
+    monkeypatch.setattr(driver_protocol, "PROTOCOL", driver_protocol.PROTOCOL + 1)
     problems = gathering.contradictions(contents)
     assert "message: the schema's from.address pattern is not the address grammar" in problems
     assert (
-        f"driver: its schema's open speaks protocol [{driver.PROTOCOL - 1}], the code "
-        f"{driver.PROTOCOL}"
+        f"driver: its schema's open speaks protocol [{driver_protocol.PROTOCOL - 1}], the code "
+        f"{driver_protocol.PROTOCOL}"
     ) in problems
 
 

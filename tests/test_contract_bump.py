@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from pipost import message
-from pipost.driver import PROTOCOL
+from pipost.driver_protocol import PROTOCOL
 from pipost_conformance import INTEROP
 from tests.helpers import make_record, python_path_first, write_record
 

@@ -1,14 +1,13 @@
-"""The versioned driver protocol (SPEC 11): ``open`` carries the protocol version
-and the implementation answers with its name, version and language; a defaulted
-argument is an omitted key, and null is no argument's value."""
+"""pipost's shim speaks the versioned driver protocol (SPEC 11): ``open`` carries
+the protocol version and pipost answers with its name, version and language; a
+defaulted argument is an omitted key, and null is no argument's value. The kit's
+client of the protocol is tested in tests/conformance/test_client_transport.py."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import typing
@@ -18,16 +17,9 @@ from typing import Any
 import pytest
 
 from pipost.address import address_of, default_name
-from pipost.driver import (
-    PROTOCOL,
-    DriverError,
-    InProcessDriver,
-    Json,
-    SubprocessDriver,
-    TransportError,
-    serve,
-)
-from tests.helpers import PIPOST_DRIVER, deposit, make_message, process_gone
+from pipost.driver import InProcessDriver, serve
+from pipost.driver_protocol import PROTOCOL, DriverError, Json
+from tests.helpers import deposit, make_message
 
 
 def served(*requests: dict[str, Json]) -> list[dict[str, Json]]:
@@ -112,37 +104,6 @@ def test_a_shim_over_serve_names_its_own_implementation(tmp_path: Path) -> None:
     request = {"id": 1, "op": "open", "args": open_args(tmp_path, protocol=PROTOCOL)}
     serve(io.StringIO(json.dumps(request) + "\n"), out, implementation=port)
     assert json.loads(out.getvalue())["result"]["implementation"] == port
-
-
-def test_the_suite_opens_with_its_protocol_and_keeps_what_the_implementation_is(
-    tmp_path: Path,
-) -> None:
-    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
-    try:
-        driver.open(tmp_path / "post", home=str(tmp_path))
-        assert driver.implementation == InProcessDriver(tmp_path, home="/").implementation
-    finally:
-        driver.close()
-
-
-OTHER_PROTOCOL = PROTOCOL + 1
-SPEAKS_ANOTHER = f"""
-import json, sys
-for line in sys.stdin:
-    request = json.loads(line)
-    result = {{"root": "/", "protocol": {OTHER_PROTOCOL}}}
-    print(json.dumps({{"id": request["id"], "result": result}}), flush=True)
-"""
-
-
-def test_an_implementation_answering_another_protocol_breaks_the_run(tmp_path: Path) -> None:
-    driver = SubprocessDriver([sys.executable, "-c", SPEAKS_ANOTHER], timeout_s=30)
-    said = f"answered protocol {OTHER_PROTOCOL}; the suite speaks {PROTOCOL}"
-    try:
-        with pytest.raises(TransportError, match=said):
-            driver.open(tmp_path, home=str(tmp_path))
-    finally:
-        driver.close()
 
 
 # -- a defaulted argument is an omitted key ---------------------------------------------
@@ -291,61 +252,7 @@ def test_a_parse_without_exactly_one_letter_in_a_known_spelling_is_a_misuse(
         driver.call("parse", **args)
 
 
-# -- the subprocess transport ---------------------------------------------------------
-
-DEAF_AFTER_OPEN = f"""
-import json, os, sys, time
-request = json.loads(sys.stdin.readline())
-os.close(0)  # stops reading before it answers (so the next call finds no reader), runs on
-print(json.dumps({{"id": request["id"], "result": {{"root": "/", "protocol": {PROTOCOL}}}}}),
-      flush=True)
-time.sleep(60)
-"""
-
-ANSWERS_A_LIST = """
-import sys
-sys.stdin.readline()
-print("[1, 2]", flush=True)
-"""
-
-
-def test_an_implementation_that_stops_reading_but_runs_on_breaks_the_run(
-    tmp_path: Path,
-) -> None:
-    driver = SubprocessDriver([sys.executable, "-c", DEAF_AFTER_OPEN], timeout_s=30)
-    try:
-        driver.open(tmp_path, home=str(tmp_path))
-        with pytest.raises(TransportError) as broken:
-            driver.call("capabilities")
-        assert str(broken.value) == "capabilities: the implementation stopped reading"
-        assert driver.pid is not None
-        os.kill(driver.pid, signal.SIGKILL)  # rather than wait out close()'s grace
-    finally:
-        driver.close()
-
-
-def test_an_answer_that_is_not_an_object_breaks_the_run(tmp_path: Path) -> None:
-    driver = SubprocessDriver([sys.executable, "-c", ANSWERS_A_LIST], timeout_s=30)
-    try:
-        with pytest.raises(TransportError, match=r"open: the answer is not an object: b'\[1, 2\]'"):
-            driver.open(tmp_path, home=str(tmp_path))
-    finally:
-        driver.close()
-
-
-def test_a_transport_before_open_or_after_close_runs_nothing(tmp_path: Path) -> None:
-    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
-    assert driver.pid is None
-    with pytest.raises(TransportError, match="count before open: the implementation is not"):
-        driver.call("count", address="s-0123456789ab")
-    driver.open(tmp_path / "post", home=str(tmp_path))
-    running = driver.pid
-    assert running is not None
-    driver.close()
-    assert driver.pid is None
-    assert process_gone(running)
-    with pytest.raises(TransportError, match="before open"):
-        driver.call("capabilities")
+# -- a session or a mailbox without a record ------------------------------------------
 
 
 def test_a_session_without_a_record_sends_under_its_default_name_in_cwd(tmp_path: Path) -> None:
@@ -381,133 +288,3 @@ def test_a_mailbox_without_a_record_resolves_to_its_address_and_its_mail(tmp_pat
         "presence": None,
         "queued": 2,
     }
-
-
-# -- what the subprocess transport makes of an implementation's answers ---------------
-
-ANSWERS_OPEN = f"""
-import json, sys, time
-request = json.loads(sys.stdin.readline())
-print(json.dumps({{"id": request["id"], "result": {{"root": "/", "protocol": {PROTOCOL}}}}}),
-      flush=True)
-"""
-
-
-def implementation(code: str) -> list[str]:
-    return [sys.executable, "-c", code]
-
-
-def test_a_transport_says_nothing_of_an_implementation_that_named_none(tmp_path: Path) -> None:
-    """Before any open, and after an open whose answer names no implementation,
-    ``implementation`` is null: nothing was said."""
-    driver = SubprocessDriver(implementation(ANSWERS_OPEN + "sys.stdin.read()\n"), timeout_s=30)
-    assert driver.implementation is None
-    try:
-        driver.open(tmp_path, home=str(tmp_path))
-        assert driver.implementation is None
-    finally:
-        driver.close()
-
-
-def test_an_answer_that_does_not_echo_its_id_breaks_the_run_null_included(
-    tmp_path: Path,
-) -> None:
-    """Every request has an id of its own and the answer echoes it (SPEC 11.3): an
-    answer with a null id is no answer to any request the suite sent."""
-    code = f"""
-import json, sys
-sys.stdin.readline()
-print(json.dumps({{"id": None, "result": {{"root": "/", "protocol": {PROTOCOL}}}}}), flush=True)
-"""
-    driver = SubprocessDriver(implementation(code), timeout_s=30)
-    try:
-        with pytest.raises(TransportError, match=r"^open: the answer is for request None$"):
-            driver.open(tmp_path, home=str(tmp_path))
-    finally:
-        driver.close()
-
-
-def test_an_error_line_is_a_misuse_and_not_a_broken_transport(tmp_path: Path) -> None:
-    """An error answer is the implementation saying the call misused the interface:
-    a DriverError with its words (the scenario errs), not a TransportError (the run
-    breaks), and the transport goes on."""
-    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
-    try:
-        driver.open(tmp_path / "post", home=str(tmp_path))
-        with pytest.raises(DriverError) as misuse:
-            driver.call("fly")
-        assert type(misuse.value) is DriverError
-        assert str(misuse.value) == "unknown operation 'fly' (see capabilities)"
-        assert driver.call("address_of", session_id="abc") == {"address": "s-cb61287a5998"}
-    finally:
-        driver.close()
-
-
-def test_each_call_reads_one_line_and_leaves_the_next_for_the_next_call(tmp_path: Path) -> None:
-    """Answers are one per line: when an implementation writes two at once, the call
-    takes the first and the second waits, whole, for the call it answers."""
-    code = f"""
-import json, sys
-request = json.loads(sys.stdin.readline())
-opened = {{"id": request["id"], "result": {{"root": "/", "protocol": {PROTOCOL}}}}}
-ahead = {{"id": request["id"] + 1, "result": {{"answered": "ahead"}}}}
-sys.stdout.write(json.dumps(opened) + "\\n" + json.dumps(ahead) + "\\n")  # one write
-sys.stdout.flush()
-sys.stdin.read()
-"""
-    driver = SubprocessDriver(implementation(code), timeout_s=30)
-    try:
-        driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == {"answered": "ahead"}
-    finally:
-        driver.close()
-
-
-def test_an_implementation_that_closes_its_output_is_said_to_have_done_so(
-    tmp_path: Path,
-) -> None:
-    """The error names the call and what happened, whether or not the exit status
-    came in time to be added to it."""
-    reads_the_next_and_exits = ANSWERS_OPEN + "sys.stdin.readline()\n"
-    driver = SubprocessDriver(implementation(reads_the_next_and_exits), timeout_s=30)
-    try:
-        driver.open(tmp_path, home=str(tmp_path))
-        with pytest.raises(TransportError, match=r"^list: the implementation closed its output"):
-            driver.call("list")
-    finally:
-        driver.close()
-
-
-def test_close_kills_an_implementation_that_runs_on_after_its_input_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """close waits for the implementation a bounded time, then kills it: an
-    implementation that ignores the end of its input does not hang the suite at
-    exit. (The grace itself runs out at once here: wait says it timed out.)"""
-    driver = SubprocessDriver(implementation(ANSWERS_OPEN + "time.sleep(60)\n"), timeout_s=30)
-    driver.open(tmp_path, home=str(tmp_path))
-    pid = driver.pid
-    assert pid is not None
-    real_wait, real_kill = subprocess.Popen.wait, subprocess.Popen.kill
-    killed: list[int] = []
-
-    def kill(process: subprocess.Popen[bytes]) -> None:
-        killed.append(process.pid)
-        real_kill(process)
-
-    def wait(process: subprocess.Popen[bytes], timeout: float | None = None) -> int:
-        if timeout is not None:
-            raise subprocess.TimeoutExpired(process.args, timeout)
-        assert process.pid in killed, "close waits without end for a running implementation"
-        return real_wait(process)
-
-    monkeypatch.setattr(subprocess.Popen, "kill", kill)
-    monkeypatch.setattr(subprocess.Popen, "wait", wait)
-    try:
-        driver.close()
-    finally:
-        monkeypatch.undo()
-        if not killed:
-            os.kill(pid, signal.SIGKILL)
-    assert killed == [pid]
-    assert process_gone(pid)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from pipost import format, mailbox, registry
-from pipost.driver import InProcessDriver, Json, Result
+from pipost.driver import InProcessDriver
+from pipost.driver_protocol import Json, Result
 from pipost.refusals import (
     Ambiguous,
     BodyNotText,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipost import mailbox
-from pipost.driver import InProcessDriver, Json
+from pipost.driver import InProcessDriver
+from pipost.driver_protocol import Json
 from pipost.message import LETTER_READ_LIMIT
 from tests.helpers import NOW
 

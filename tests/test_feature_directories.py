@@ -17,7 +17,8 @@ FEATURES += ["registry_presence", "messages", "reading", "sweeps"]
 
 STRICT = """
 import os, sys
-from pipost.driver import InProcessDriver, Json, Result, serve
+from pipost.driver import InProcessDriver, serve
+from pipost.driver_protocol import Json, Result
 from pipost.resolve import Caller
 
 

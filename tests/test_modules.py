@@ -68,12 +68,14 @@ TOOLING = frozenset(
         "pipost.contract.gathering",
         "pipost.demo",
         "pipost.driver",
+        "pipost.driver_protocol",
         "pipost.schemas",
     }
 )
-"""The contract gate, the driver protocol's shim, the demo, the shipped schemas."""
+"""The contract gate, the driver protocol's shim and the terms its two ends share, the
+demo, the shipped schemas."""
 
-PURE_TOOLING = frozenset({"pipost.contract.compatibility"})
+PURE_TOOLING = frozenset({"pipost.contract.compatibility", "pipost.driver_protocol"})
 """Tooling that decides only, held to the decisions' rule of loading no I/O."""
 
 DISPATCHED = {"pipost.demo": "pi-post demo", "pipost.driver": "pi-post driver"}

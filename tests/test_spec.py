@@ -26,7 +26,7 @@ from pipost import (
     resolve,
     session,
 )
-from pipost.driver import DEFAULT_NOW
+from pipost.driver_protocol import DEFAULT_NOW
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 

@@ -5,6 +5,8 @@ checkout of it.
 - ``features/``: the Gherkin features, their steps and behave's environment;
 - ``machines/``: the state machines that judge an implementation through the
   driver, and what they share with pipost's own tests;
+- ``client``: the kit's end of the driver protocol, which both drive an
+  implementation through (pipost's end is ``pipost.driver``);
 - ``runner``: ``pi-post conformance``, which runs both and writes the reports.
 
 Unlike ``pipost``, it needs more than the standard library: behave, pytest,
@@ -21,4 +23,5 @@ how): golden data for the features, the machines and pipost's own tests."""
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "pipost" / "schemas"
 """pipost's JSON Schemas, read as files by steps that must not import pipost
-beyond its driver. pipost ships beside the kit, in the same wheel (or src/)."""
+(they drive it through the kit's client). pipost ships beside the kit, in the
+same wheel (or src/)."""

@@ -26,15 +26,8 @@ import time
 from pathlib import Path
 
 from pipost import files, host, mailbox, message
-from pipost.driver import (
-    DriverError,
-    InProcessDriver,
-    Json,
-    Receiving,
-    RecordingContext,
-    Result,
-    serve,
-)
+from pipost.driver import InProcessDriver, Receiving, RecordingContext, serve
+from pipost.driver_protocol import DriverError, Json, Result
 from pipost.message import Sender
 from pipost.resolve import Caller
 

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from pipost import driver, host, mailbox, message, policy, refusals
-from pipost.driver import DEFAULT_NOW, InProcessDriver, Json
+from pipost.driver import InProcessDriver
+from pipost.driver_protocol import DEFAULT_NOW, Json
 from pipost.post import Refused
 from pipost.session import SWEEP_AFTER_MS
 from pipost_conformance.machines import (

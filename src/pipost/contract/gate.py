@@ -532,7 +532,7 @@ _VERSION_LINES: Final[dict[str, tuple[str, str]]] = {
     "message": ("src/pipost/message.py", r"^VERSION = (\d+)$"),
     "record": ("src/pipost/session.py", r"^VERSION = (\d+)$"),
     "documents": ("src/pipost/documents.py", r"^VERSION = (\d+)$"),
-    "driver": ("src/pipost/driver.py", r"^PROTOCOL = (\d+)$"),
+    "driver": ("src/pipost/driver_protocol.py", r"^PROTOCOL = (\d+)$"),
     **{
         part: ("src/pipost/contract/gathering.py", rf'"{part}": (\d+)')
         for part in gathering.DECLARED

@@ -35,6 +35,7 @@ from pipost import (
     cli,
     documents,
     driver,
+    driver_protocol,
     droplog,
     files,
     host,
@@ -87,7 +88,7 @@ def versions() -> dict[str, int]:
         "record": session.VERSION,
         **DECLARED,
         "documents": documents.VERSION,
-        "driver": driver.PROTOCOL,
+        "driver": driver_protocol.PROTOCOL,
     }
 
 
@@ -424,7 +425,7 @@ class _Exchange:
             root = Path(scratch, "post")
             cwd = Path(scratch, "work")
             cwd.mkdir()
-            world = driver.InProcessDriver(root, home=scratch, now=driver.DEFAULT_NOW)
+            world = driver.InProcessDriver(root, home=scratch, now=driver_protocol.DEFAULT_NOW)
             address = address_of(cls.SESSION_ID)
             where = {"cwd": str(cwd)}
             steps: list[tuple[str, Callable[[], object]]] = [
@@ -507,7 +508,7 @@ def _recording(root: Path, locks: list[str], renames: list[str]) -> Iterator[Non
 
 # -- the command line -----------------------------------------------------------------
 
-_CLI_NOW = driver.DEFAULT_NOW
+_CLI_NOW = driver_protocol.DEFAULT_NOW
 _LIVE_SESSION = "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e01"
 _OFFLINE_SESSION = "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e02"
 
@@ -573,7 +574,7 @@ def _documents(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
 
 
 def _driver(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
-    return _defs_facets(schemas.load(f"driver.v{driver.PROTOCOL}"), *_DEFS["driver"])
+    return _defs_facets(schemas.load(f"driver.v{driver_protocol.PROTOCOL}"), *_DEFS["driver"])
 
 
 _GATHERERS: Final[dict[str, Callable[[Mapping[str, Mapping[str, Json]]], Content]]] = {
@@ -660,10 +661,10 @@ def contradictions(contents: Mapping[str, Content]) -> list[str]:
         int(v)
         for v in re.findall(r'"protocol": \{"const": ([0-9]+)\}', json.dumps(contents["driver"]))
     }
-    if spoken != {driver.PROTOCOL}:
+    if spoken != {driver_protocol.PROTOCOL}:
         problems.append(
             f"driver: its schema's open speaks protocol {sorted(spoken)}, the code "
-            f"{driver.PROTOCOL}"
+            f"{driver_protocol.PROTOCOL}"
         )
     # The driver hands over letters and records as read: of every version read.
     carried = json.dumps(contents["driver"])

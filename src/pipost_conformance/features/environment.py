@@ -19,8 +19,8 @@ With impl and not cli, the @cli scenarios are skipped; with cli and not impl,
 everything else is (a CLI-only implementation). With cli, the @cli scenarios
 also tagged @pipost-only are skipped: they hold pipost's additions to SPEC 8.
 Against another implementation a scenario is skipped, with the reason, when a
-step drives pipost itself in this process (a step module that imports pipost
-beyond its driver) or calls an operation the implementation's ``capabilities``
+step drives pipost itself in this process (a step module that imports pipost,
+not only the kit's client) or calls an operation the implementation's ``capabilities``
 leave out; which operations a step calls is read from the step modules' source,
 through the helpers they call.
 
@@ -52,7 +52,7 @@ from behave.model import Feature, Scenario, Step
 from behave.runner import Context
 from behave.step_registry import StepRegistry
 
-from pipost.driver import (
+from pipost_conformance.client import (
     CallTimedOut,
     Driver,
     DriverError,
@@ -61,7 +61,6 @@ from pipost.driver import (
     SubprocessDriver,
     TransportError,
     open_driver,
-    pipost_implementation,
 )
 
 # The scenarios' ids and tiers come from the runner, as --list gives them.
@@ -83,7 +82,7 @@ class StepSource:
     ops: dict[str, set[str]] = field(default_factory=dict)
     calls: dict[str, set[str]] = field(default_factory=dict)
     in_process: set[str] = field(default_factory=set)
-    """Step modules that import pipost beyond its driver: they run pipost itself."""
+    """Step modules that import pipost: they run pipost itself."""
 
     @classmethod
     def read(cls, folder: Path) -> StepSource:
@@ -126,11 +125,10 @@ class StepSource:
 
 
 def _imports_pipost_itself(node: ast.stmt) -> bool:
-    """Whether the statement imports pipost beyond its driver (the kit, which holds
-    the golden data, is not pipost)."""
+    """Whether the statement imports pipost (the kit, which holds the driver's client
+    and the golden data, is not pipost)."""
     if isinstance(node, ast.ImportFrom):
-        module = node.module or ""
-        return _is_pipost(module) and module != "pipost.driver"
+        return _is_pipost(node.module or "")
     if isinstance(node, ast.Import):
         return any(_is_pipost(alias.name) for alias in node.names)
     return False
@@ -255,6 +253,8 @@ def _implementation(userdata: dict[str, str]) -> Implementation:
     validate = (userdata.get("validate") or os.environ.get("PIPOST_VALIDATE")) == "1"
     timeout_s = float(userdata.get("timeout") or os.environ.get("PIPOST_TIMEOUT") or 60)
     if not impl:
+        from pipost.driver import pipost_implementation  # pipost itself, in this process
+
         return Implementation(
             open_driver=lambda root, home: RecordedDriver(
                 open_driver(root, home=home, validate=validate), recorder

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from pipost.driver import Driver, Json, Result, open_driver
+from pipost_conformance.client import Driver, Json, Result, open_driver
 from pipost_conformance.machines.verdict import SetupFailed
 
 SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None

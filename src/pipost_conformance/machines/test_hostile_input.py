@@ -36,8 +36,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipost.driver import Driver, Json, Result
 from pipost.message import BODY_CAP, LETTER_READ_LIMIT, Sender, encode, new_message, to_json
+from pipost_conformance.client import Driver, Json, Result
 from pipost_conformance.machines import driving
 from pipost_conformance.machines.common import NOW, made
 from pipost_conformance.machines.conftest import count_example, count_step

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from pipost.address import address_of
-from pipost.driver import Json, Result
+from pipost_conformance.client import Json, Result
 from pipost_conformance.machines import driving
 from pipost_conformance.machines.common import NOW
 from pipost_conformance.machines.conftest import count_example, count_step

@@ -43,7 +43,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipost.address import address_of
-from pipost.driver import Driver, Json, Result
+from pipost_conformance.client import Driver, Json, Result
 from pipost_conformance.machines import driving
 from pipost_conformance.machines.common import tree_snapshot
 from pipost_conformance.machines.driving import SCRATCH, refusal_code, setup

@@ -33,8 +33,8 @@ from behave import given, then, when
 from behave.runner import Context
 from referencing import Registry, Resource
 
-from pipost.driver import Json
 from pipost_conformance import INTEROP, SCHEMAS
+from pipost_conformance.client import Json
 from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,

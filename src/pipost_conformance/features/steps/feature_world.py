@@ -22,7 +22,7 @@ from typing import TypeVar
 from behave.matchers import use_step_matcher
 from behave.runner import Context
 
-from pipost.driver import Driver, Json, Result
+from pipost_conformance.client import Driver, Json, Result
 
 QUOTED = r'"([^"]*)"'
 """A quoted step argument; the quotes keep two arguments from running together."""

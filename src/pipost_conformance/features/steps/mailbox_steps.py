@@ -10,7 +10,7 @@ from pathlib import Path
 from behave import given, step, then, when
 from behave.runner import Context
 
-from pipost.driver import Json
+from pipost_conformance.client import Json
 from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from behave import given, then, when
 from behave.runner import Context
 
-from pipost.driver import Json
+from pipost_conformance.client import Json
 from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     QUOTED_LIST,

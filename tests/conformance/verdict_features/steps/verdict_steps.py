@@ -5,7 +5,7 @@ from __future__ import annotations
 from behave import given, then, when
 from behave.runner import Context
 
-from pipost.driver import CallTimedOut
+from pipost_conformance.client import CallTimedOut
 from pipost_conformance.features.steps.feature_world import checks, world
 
 

@@ -1,28 +1,19 @@
-"""The driver over JSON lines (SPEC 11): ``serve`` answers one line per request, in
-order, and ``SubprocessDriver`` gives the same results as pipost in this process,
-and says so plainly when the implementation behind it misbehaves."""
+"""pipost's shim over JSON lines (SPEC 11; ``pi-post driver``): ``serve`` answers
+one line per request, in order, and ``pi-post driver`` gives the same results as
+pipost in this process."""
 
 from __future__ import annotations
 
 import io
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pipost.driver import (
-    DEFAULT_NOW,
-    PROTOCOL,
-    CallTimedOut,
-    DriverError,
-    InProcessDriver,
-    Json,
-    SubprocessDriver,
-    TransportError,
-    serve,
-)
+from pipost.driver import InProcessDriver, serve
+from pipost.driver_protocol import DEFAULT_NOW, PROTOCOL, Json
+from pipost_conformance.client import SubprocessDriver
 from tests.helpers import PIPOST_DRIVER
 
 
@@ -155,100 +146,3 @@ def as_dict(value: Json) -> dict[str, Json]:
 
 def as_id(entry: dict[str, Json]) -> str:
     return str(as_dict(entry["message"])["id"])
-
-
-def test_a_misuse_raises_driver_error_and_the_transport_goes_on(
-    pipost_driver: SubprocessDriver,
-) -> None:
-    with pytest.raises(DriverError, match="unknown operation 'fly'"):
-        pipost_driver.call("fly")
-    assert pipost_driver.call("address_of", session_id="abc") == {"address": "s-cb61287a5998"}
-
-
-FAKE = """
-import json, sys
-for n, line in enumerate(sys.stdin):
-    request = json.loads(line)
-    {behaviour}
-"""
-
-
-def fake(behaviour: str) -> list[str]:
-    return [sys.executable, "-c", FAKE.format(behaviour=behaviour)]
-
-
-# A fake that answers every call as open wants to be answered.
-OPEN_RESULT = {"protocol": PROTOCOL}
-ANSWER_AS_OPEN = f'print(json.dumps({{"id": request["id"], "result": {OPEN_RESULT}}}), flush=True)'
-
-
-def test_an_implementation_that_exits_is_a_transport_error_and_open_restarts_it(
-    tmp_path: Path,
-) -> None:
-    driver = SubprocessDriver(fake(f"{ANSWER_AS_OPEN}\n    if n == 1: sys.exit(3)"), timeout_s=30)
-    try:
-        driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == OPEN_RESULT
-        with pytest.raises(TransportError, match="exited with status 3"):
-            driver.call("list")
-        driver.open(tmp_path, home=str(tmp_path))
-        assert driver.call("list") == OPEN_RESULT
-    finally:
-        driver.close()
-
-
-@pytest.mark.parametrize(
-    ("behaviour", "error"),
-    [
-        ('print("hello", flush=True)', "not a JSON line: b'hello'"),
-        ('print(json.dumps({"id": -1, "result": {}}), flush=True)', "answer is for request -1"),
-        ('print(json.dumps({"id": request["id"]}), flush=True)', "has no result object"),
-        # What is quoted of a long line stops at its first 200 bytes.
-        ('print("x" * 300, flush=True)', "not a JSON line: b'x{200}'$"),
-        ('print(json.dumps("y" * 300), flush=True)', "the answer is not an object: b'\"y{199}'$"),
-    ],
-)
-def test_an_answer_outside_the_protocol_is_a_transport_error(
-    tmp_path: Path, behaviour: str, error: str
-) -> None:
-    # A bound a loaded machine starts the fake within: these answers come at once.
-    driver = SubprocessDriver(fake(behaviour), timeout_s=30)
-    try:
-        with pytest.raises(TransportError, match=error):
-            driver.open(tmp_path, home=str(tmp_path))
-    finally:
-        driver.close()
-
-
-def test_a_call_left_unanswered_times_out_as_such(tmp_path: Path) -> None:
-    driver = SubprocessDriver(fake("pass"), timeout_s=0.5)
-    try:
-        with pytest.raises(CallTimedOut, match=r"^open: no answer within 0\.5 s$"):
-            driver.open(tmp_path, home=str(tmp_path))
-    finally:
-        driver.close()
-
-
-def test_a_bound_under_a_second_still_waits_for_the_answer(tmp_path: Path) -> None:
-    driver = SubprocessDriver(fake(ANSWER_AS_OPEN), timeout_s=30)  # a loaded machine starts it
-    try:
-        driver.open(tmp_path, home=str(tmp_path))
-        driver.timeout_s = 0.9  # the fake runs now and answers at once
-        assert driver.call("list") == OPEN_RESULT
-    finally:
-        driver.close()
-
-
-def test_open_sets_the_implementations_clock_where_it_is_asked(tmp_path: Path) -> None:
-    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
-    try:
-        driver.open(tmp_path / "post", home=str(tmp_path), now=DEFAULT_NOW + 1_000)
-        assert driver.call("advance_clock", ms=5) == {"now": DEFAULT_NOW + 1_005}
-    finally:
-        driver.close()
-
-
-def test_a_command_that_does_not_run_is_a_transport_error(tmp_path: Path) -> None:
-    driver = SubprocessDriver("/nonexistent/pi-post driver", timeout_s=30)
-    with pytest.raises(TransportError, match="cannot run /nonexistent/pi-post driver"):
-        driver.open(tmp_path, home=str(tmp_path))

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pipost import driver as driver_module
-from pipost.driver import InProcessDriver, SubprocessDriver, ValidatingDriver, open_driver
+from pipost.driver import InProcessDriver
+from pipost_conformance import client
+from pipost_conformance.client import SubprocessDriver, ValidatingDriver, open_driver
 from pipost_conformance.runner import FEATURES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ADDRESSES = str(FEATURES / "addresses.feature")
 SCENARIO = [ADDRESSES, "--name", "every vector in the reference's file"]
 """A scenario of many address_of calls whose step reads only each answer's address."""
@@ -113,7 +114,7 @@ def none_shared(monkeypatch: pytest.MonkeyPatch) -> dict[str, SubprocessDriver]:
     """No implementation process opened yet: not the ones tests before this one left
     (nox -s mutation forks each mutant's run from a process whose tests filled it)."""
     shared: dict[str, SubprocessDriver] = {}
-    monkeypatch.setattr(driver_module, "_SHARED", shared)
+    monkeypatch.setattr(client, "_SHARED", shared)
     return shared
 
 
