@@ -8,7 +8,11 @@ function, except those only the type checker reads (``if TYPE_CHECKING:``).
   doctor need — imports no tooling, but for the commands the command line hands
   over to a tooling module (:data:`DISPATCHED`, imported inside that command's
   function only);
-- no circle of imports among the modules of src/pipost."""
+- no circle of imports among the modules of src/pipost;
+- pipost and the conformance kit (src/pipost_conformance) meet where
+  :data:`KIT_ENTRY` and :data:`SHIM_REACHED_FROM` say: pipost imports the kit
+  only for ``pi-post conformance``, the kit reaches pipost's shim only to run
+  pipost in this process, and the kit's client loads none of pipost's runtime."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from tests.helpers import python_in
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "src" / "pipost"
+KIT = REPO / "src" / "pipost_conformance"
 
 DECISIONS = frozenset(
     {
@@ -86,6 +91,24 @@ pipost.contract``)."""
 
 IO_MODULES = {"pipost.files", "fcntl"}
 
+KIT_ENTRY = {"pipost.cli": "pipost_conformance.runner"}
+"""The one import of the kit in pipost: ``pi-post conformance`` hands over to the
+kit's runner, inside that command's function. Nothing else of pipost needs the
+kit, whose dependencies (behave, pytest, hypothesis, jsonschema) pipost has not."""
+
+SHIM = "pipost.driver"
+CLIENT = "pipost_conformance.client"
+SHIM_REACHED_FROM = {
+    CLIENT: "open_driver: pipost itself, in this process",
+    "pipost_conformance.features.environment": "pipost's name and version, in this process",
+}
+"""The modules of the kit that import pipost's shim, each inside a function and only
+to run pipost in this process; every other one drives an implementation through
+the kit's client (pipost_conformance.client)."""
+
+CLIENT_NEEDS = {"pipost", "pipost.driver_protocol"}
+"""What of pipost the kit's client loads: the terms both ends of the protocol share."""
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -94,16 +117,19 @@ def module_name(path: Path) -> str:
 
 PATHS = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 MODULES = sorted(PATHS)
+KIT_PATHS = {module_name(path): path for path in sorted(KIT.rglob("*.py"))}
+KNOWN = PATHS | KIT_PATHS
 IMPORTABLE = [module for module in MODULES if not module.endswith("__main__")]  # those run
 
 
 def imports_of(module: str, *, in_functions: bool = True) -> set[str]:
-    """The pipost modules ``module`` imports: at its top, and inside its functions
-    unless ``in_functions`` is false; never those under ``if TYPE_CHECKING:``."""
+    """The modules of pipost and of the kit ``module`` imports: at its top, and inside
+    its functions unless ``in_functions`` is false; never those under ``if
+    TYPE_CHECKING:``."""
     found: set[str] = set()
 
     def named(module: str, alias: str) -> str:
-        return f"{module}.{alias}" if f"{module}.{alias}" in PATHS else module
+        return f"{module}.{alias}" if f"{module}.{alias}" in KNOWN else module
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
@@ -112,19 +138,19 @@ def imports_of(module: str, *, in_functions: bool = True) -> set[str]:
             return
         if not in_functions and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             return
-        if isinstance(node, ast.ImportFrom) and node.module in PATHS:
+        if isinstance(node, ast.ImportFrom) and node.module in KNOWN:
             found.update(named(node.module, alias.name) for alias in node.names)
         elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name in PATHS)
+            found.update(alias.name for alias in node.names if alias.name in KNOWN)
         for inner in ast.iter_child_nodes(node):
             visit(inner)
 
-    visit(ast.parse(PATHS[module].read_text(encoding="utf-8")))
+    visit(ast.parse(KNOWN[module].read_text(encoding="utf-8")))
     return found
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
-AT_LOAD = {module: imports_of(module, in_functions=False) for module in MODULES}
+GRAPH = {module: imports_of(module) for module in KNOWN}
+AT_LOAD = {module: imports_of(module, in_functions=False) for module in KNOWN}
 
 
 def test_every_module_is_in_exactly_one_layer() -> None:
@@ -140,6 +166,8 @@ def test_the_walk_sees_imports_inside_functions_and_skips_those_for_the_checker(
     assert "pipost.doctor" not in AT_LOAD["pipost.cli"]
     assert "pipost.quarantine" in AT_LOAD["pipost.documents"]
     assert "pipost.droplog" not in GRAPH["pipost.documents"]  # only for the type checker
+    assert "pipost_conformance.runner" in GRAPH["pipost.cli"]  # inside cmd_conformance
+    assert "pipost.driver_protocol" in AT_LOAD[CLIENT]
 
 
 @pytest.mark.parametrize("module", sorted(DECISIONS))
@@ -214,3 +242,27 @@ def test_src_has_no_import_circle() -> None:
 def test_resolution_and_its_texts_do_not_import_each_other() -> None:
     assert "pipost.format" not in GRAPH["pipost.resolve"]
     assert "pipost.resolve" not in GRAPH["pipost.format"]
+
+
+# -- pipost and its conformance kit --------------------------------------------------------
+
+
+def test_pipost_imports_the_kit_only_for_the_command_that_hands_over_to_it() -> None:
+    arrows = {(module, kit) for module in MODULES for kit in GRAPH[module] if kit in KIT_PATHS}
+    assert arrows == set(KIT_ENTRY.items()), f"pipost imports the kit: {sorted(arrows)}"
+    at_load = {(module, kit) for module in MODULES for kit in AT_LOAD[module] if kit in KIT_PATHS}
+    assert not at_load, f"loaded with pipost itself: {sorted(at_load)}"
+
+
+def test_the_kit_reaches_pipost_shim_only_to_run_pipost_in_this_process() -> None:
+    reaching = {module for module in KIT_PATHS if SHIM in GRAPH[module]}
+    assert reaching <= set(SHIM_REACHED_FROM), f"{sorted(reaching - set(SHIM_REACHED_FROM))}"
+    at_load = {module for module in KIT_PATHS if SHIM in AT_LOAD[module]}
+    assert not at_load, f"{sorted(at_load)} load pipost's shim"
+
+
+def test_the_kits_client_loads_none_of_pipost_but_the_protocols_terms(tmp_path: Path) -> None:
+    loaded = loaded_by(CLIENT, tmp_path)
+    assert CLIENT in loaded
+    of_pipost = {module for module in loaded if module.split(".")[0] == "pipost"}
+    assert of_pipost == CLIENT_NEEDS, f"{CLIENT} loads {sorted(of_pipost - CLIENT_NEEDS)}"
