@@ -6,7 +6,8 @@ through.
 driver``, or a port's shim) and reports what breaks the transport
 (:class:`TransportError`, :class:`CallTimedOut`); :class:`ProtocolSchema` and
 :class:`ValidatingDriver` check every request and answer against the protocol's
-schema; :func:`open_driver` launches one or the other.
+schema; :func:`open_driver` gives a driver over a fresh world: pipost in this
+process, or the implementation a command runs.
 
 The kit depends on pipost only where it must: the protocol's shared terms
 (:mod:`pipost.driver_protocol`: the version, the JSON values, a misuse, the
