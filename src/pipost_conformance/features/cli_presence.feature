@@ -41,6 +41,19 @@ Feature: Listings say honestly whether a session is live, stalled or offline
     And the listing shows "ended" as offline
     And the listing shows "stopped" as offline
 
+  @INV-11
+  Scenario: a send to a live session that takes the letter at once says delivered
+    Given a session "probe" with id "019a3f40-0000-7000-8000-000000000001" in "{scratch}/probe", running as this process
+    And "probe" takes each letter the moment it lands
+    When at the shell I send "hello" to "probe" until it is taken within a second
+    Then its receipt says delivered
+
+  @INV-11
+  Scenario: a send to a live session that leaves the letter on disk says queued
+    Given a session "probe" with id "019a3f40-0000-7000-8000-000000000001" in "{scratch}/probe", running as this process
+    When at the shell I run pi-post send --to probe --body "hello"
+    Then its receipt says queued
+
   @should
   Scenario: a pid another process has taken since is not the session's process
     The record's pidStart (pipost's addition to the record) is the start time of
