@@ -41,6 +41,14 @@ Feature: Presence, and records that outlive their processes
     Then "alice" is offline
 
   @INV-15 @must
+  Scenario: a pid reused by an unrelated process does not bring back a session whose record can tell
+    # SPEC 2: wherever the record lets it tell, which it does when it holds the
+    # process's start time; a record without one (pi-post 0.7's) cannot.
+    Given the record of "alice" holds the start time of its process
+    When the pid of "alice" is taken by an unrelated process
+    Then "alice" is offline
+
+  @INV-15 @should
   Scenario: a pid reused by an unrelated process does not bring the session back
     When the pid of "alice" is taken by an unrelated process
     Then "alice" is offline

@@ -71,6 +71,17 @@ def session_seen(context: Context, label: str, cwd: str, presence: str, duration
     world(context).register(label, cwd, presence=presence, unseen_ms=duration_ms(duration))
 
 
+@given(f"the record of {QUOTED} holds the start time of its process")
+def record_holds_start(context: Context, label: str) -> None:
+    """What the MUST of SPEC 2 on reused pids depends on; a record without it is
+    judged by the SHOULD scenario alone, so this one is not checked."""
+    record = world(context).record(label)
+    if record is None or "pidStart" not in record:
+        reason = "the record holds no pidStart: SPEC 2 lets presence go by the pid alone"
+        context.skip_reason = reason
+        context.scenario.skip(reason)
+
+
 @step(f"{QUOTED} shuts down")
 def shuts_down(context: Context, label: str) -> None:
     the = world(context)
