@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -20,10 +19,12 @@ from pipost.address import (
     process_name,
     resume_handle,
 )
-from pipost_conformance import INTEROP
+from pipost_conformance import vectors
 
-VECTORS_FILE = INTEROP / "address-vectors.json"
-VECTORS = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))["vectors"]
+VECTORS = [
+    {"sessionId": sent["sessionId"], "address": expected["address"]}
+    for sent, expected in vectors("address").values()
+]
 
 # Written out here rather than taken from the module, so a change of the module's
 # pattern cannot silently change what the test expects.

@@ -26,7 +26,7 @@ from pipost.contract.compatibility import (
     PartVerdict,
     Revision,
 )
-from pipost_conformance import INTEROP
+from pipost_conformance import INTEROP, vector_bytes, vectors
 from tests.helpers import python_under_c_locale
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def test_every_part_has_its_version_and_is_pinned_at_it() -> None:
 
 
 def test_the_address_rule_is_the_reference_vectors_through_address_of() -> None:
-    reference = json.loads((INTEROP / "address-vectors.json").read_text(encoding="utf-8"))
+    reference = vectors("address")
     content = judged()["address"]
     assert content.state == UNCHANGED
     derived = gathering.gather("address", gathering.load_corpus()["address"])
@@ -69,7 +69,7 @@ def test_the_address_rule_is_the_reference_vectors_through_address_of() -> None:
         for f, case in derived.items()
         if f != "pattern:address" and isinstance(case, dict) and isinstance(case["input"], str)
     }
-    assert results == {v["sessionId"]: v["address"] for v in reference["vectors"]}
+    assert results == {given["sessionId"]: want["address"] for given, want in reference.values()}
 
 
 def test_the_corpus_reads_the_letters_pi_post_0_7_wrote() -> None:
@@ -219,11 +219,12 @@ def test_a_letter_an_earlier_version_accepted_must_still_read_the_same() -> None
 
 def test_a_corpus_entry_is_never_rewritten_under_a_pinned_name() -> None:
     corpus = gathering.load_corpus()
-    changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
+    rewritten: Json = {"argv": ["list", "--all"]}
+    changed = {**corpus, "cli": {"output": {**corpus["cli"]["output"], "list": rewritten}}}
     with pytest.raises(gathering.CorpusError) as refused:
         gathering.gather_all(gathering.load_pins(), changed)
     assert str(refused.value) == (
-        "corpus entry address/derive/abc differs from the input its pin holds; a pinned case "
+        "corpus entry cli/output/list differs from the input its pin holds; a pinned case "
         "is never rewritten: add the new case under a new name"
     )
 
@@ -255,12 +256,12 @@ def test_the_corpus_is_that_of_the_version_the_code_declares_not_of_a_later_pin(
     """Pins of a later version (a bump taken back in the code) hold cases of their own:
     the gate gathers from the newest pin of the version the code declares."""
     pins = gathering.load_pins()
-    version = gathering.versions()["address"]
-    later: Content = {"derive:later": {"input": "later", "result": "s-000000000000"}}
-    grown = {**pins, "address": {**pins["address"], version + 1: [Revision("sha256:x", later)]}}
-    inputs = gathering.corpus_for("address", {}, grown)
-    assert "later" not in inputs["derive"]
-    assert inputs == gathering.inputs_of(pins["address"][version][-1].content)
+    version = gathering.versions()["cli"]
+    later: Content = {"output:later": {"input": {"argv": ["later"]}, "result": {}}}
+    grown = {**pins, "cli": {**pins["cli"], version + 1: [Revision("sha256:x", later)]}}
+    inputs = gathering.corpus_for("cli", {}, grown)
+    assert "later" not in inputs["output"]
+    assert inputs == gathering.inputs_of(pins["cli"][version][-1].content)
 
 
 def test_a_corpus_entry_named_with_a_colon_is_read_back_from_its_pin_under_that_name() -> None:
@@ -351,9 +352,9 @@ def test_a_string_is_pinned_as_its_digest_only_past_the_mark_and_a_lone_surrogat
     assert gathering._shorten(lone) == f"<{len(lone)} characters, sha256 {digest}>"
 
 
-def test_a_json_file_of_the_corpus_is_written_compactly_and_in_utf_8() -> None:
+def test_a_json_file_of_the_vectors_is_written_compactly_and_in_utf_8() -> None:
     given: Json = {"json": {"body": "grüße", "n": [1, 2]}, "file_name": "x.json"}
-    assert gathering.file_bytes(given) == ('{"body":"grüße","n":[1,2]}'.encode(), "x.json")
+    assert vector_bytes(given) == ('{"body":"grüße","n":[1,2]}'.encode(), "x.json")
 
 
 def test_a_schema_without_properties_or_required_has_no_field_and_requires_nothing() -> None:
@@ -566,8 +567,8 @@ def test_old_mail_is_mail_of_an_earlier_version_only() -> None:
 def test_every_file_of_an_earlier_pin_is_read_again_whatever_comes_before_it() -> None:
     """A whole pin, its schema's facets and the files it refused first, then one file
     today's parser no longer reads: that one is found."""
-    *_, latest = gathering.load_pins()["message"][message.VERSION]
-    content = {**latest.content, **_stranded_letter()}
+    whole = gathering.gather("message", gathering.load_corpus()["message"])
+    content = {**whole, **_stranded_letter()}
     facets = list(content)
     refused = [
         f
@@ -621,3 +622,27 @@ def test_a_published_schema_after_a_version_not_kept_is_checked_and_lists_every_
     assert gathering.published_schemas(changed) == [
         f"message: message.v{now}.schema.json, published as v{now}, changed (field:body, field:id)"
     ]
+
+
+def test_a_pin_written_before_the_vectors_reads_as_their_digests_unless_edited() -> None:
+    """Pins used to keep each case whole: read now, each case is its digest and the
+    revision is what pinning the same content today gives, so the history compares
+    unchanged; a pin edited by hand still shows."""
+    rich: Content = {
+        "pattern:address": "^s-[0-9a-f]{12}$",
+        "derive:abc": {"input": "abc", "result": "s-cb61287a5998"},
+    }
+    whole = "sha256:" + hashlib.sha256(compatibility.canonical(rich)).hexdigest()
+    (read,) = compatibility.from_data(
+        {"address": {"1": [{"fingerprint": whole, "content": rich}]}}
+    )["address"][1]
+    assert read.fingerprint == Revision.of(rich).fingerprint
+    assert (
+        read.content["derive:abc"]
+        == "sha256:" + hashlib.sha256(compatibility.canonical(rich["derive:abc"])).hexdigest()
+    )
+    assert compatibility.edited({"address": {1: [read]}}) == []
+    forged = compatibility.from_data(
+        {"address": {"1": [{"fingerprint": "sha256:" + "0" * 64, "content": rich}]}}
+    )
+    assert compatibility.edited(forged) == ["address v1 revision 1: its content was edited by hand"]

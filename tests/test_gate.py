@@ -595,7 +595,7 @@ def test_a_parser_that_contradicts_its_schema_shows_the_case_and_the_contradicti
     labels = [line[:8] for line in text.split(heading)[1].splitlines()[:4]]
     assert labels == ["  case: ", "  was : ", "  now : ", "  at:   "]
     case = text.split(heading)[1].splitlines()
-    assert '"subject"' in case[0] and "rejected" in case[1] and "accepted" in case[2]
+    assert '"subject"' in case[0] and "sha256:" in case[1] and "accepted" in case[2]
     parse_line = gate._line(CHECKOUT, "src/pipost/message.py", "def parse")[1]
     assert case[3] == f"  at:   src/pipost/message.py:{parse_line}"
     assert text.endswith(
@@ -657,7 +657,8 @@ def test_a_rewritten_corpus_entry_stops_the_gate_at_the_corpus_file(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     corpus = gathering.load_corpus()
-    changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
+    rewritten: compatibility.Json = {"argv": ["list", "--all"]}
+    changed = {**corpus, "cli": {"output": {**corpus["cli"]["output"], "list": rewritten}}}
     monkeypatch.setattr(gathering, "load_corpus", lambda: changed)
     out, err = io.StringIO(), io.StringIO()
     assert gate.main(["--format", "json"], out, err, cwd=str(CHECKOUT)) == 1
@@ -669,7 +670,30 @@ def test_a_rewritten_corpus_entry_stops_the_gate_at_the_corpus_file(
         "src/pipost/contract/corpus.json",
         1,
     )
-    assert problem["text"].startswith("corpus entry address/derive/abc differs from the input")
+    assert problem["text"].startswith("corpus entry cli/output/list differs from the input")
+
+
+def test_a_vector_rewritten_under_its_pinned_name_breaks_the_pin_and_shows_its_digest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pin keeps a case of the vectors as a digest of its input and result: a case
+    whose input changed under the same name is another case, pinned as nothing."""
+    corpus = gathering.load_corpus()
+    changed = {**corpus, "address": {"derive": {**corpus["address"]["derive"], "abc": "abd"}}}
+    monkeypatch.setattr(gathering, "load_corpus", lambda: changed)
+    out, err = io.StringIO(), io.StringIO()
+    assert gate.main([], out, err, cwd=str(CHECKOUT)) == 1
+    (pinned,) = [
+        value
+        for facet, value in gathering.load_pins()["address"][1][-1].content.items()
+        if facet == "derive:abc"
+    ]
+    assert isinstance(pinned, str) and pinned.startswith("sha256:")
+    assert (
+        "\naddress.derivation-changed (breaking): address derive:abc changed\n"
+        '  case: "abd"\n'
+        f'  was : pinned as its digest, "{pinned}"\n'
+    ) in out.getvalue()
 
 
 def test_bump_outside_a_checkout_cannot_run(tmp_path: Path) -> None:
@@ -897,9 +921,12 @@ def test_a_checkout_whose_pipost_does_not_load_cannot_run(tmp_path: Path) -> Non
 
 
 CORPUS = "src/pipost/contract/corpus.json"
+VECTORS = "src/pipost_conformance/vectors"
 MESSAGE_SCHEMA = f"src/pipost/schemas/message.v{message.VERSION}.schema.json"
 CLI_SCHEMA = f"src/pipost/schemas/cli.v{gathering.versions()['documents']}.schema.json"
 PI_POST_07_CASE = "process-letter-of-pi-post-0.7"
+LETTER_VECTOR = f"{VECTORS}/letter/{PI_POST_07_CASE}.input.json"
+WRITTEN_VECTOR = f"{VECTORS}/letter-written/process-letter.input.json"
 
 
 def line_number(path: str, needle: str) -> int:
@@ -910,11 +937,11 @@ def line_number(path: str, needle: str) -> int:
 @pytest.mark.parametrize(
     ("part", "facet", "change", "file", "needle"),
     [
-        ("address", "derive:abc", "added", "src/pipost/contract/corpus.json", '"abc"'),
+        ("address", "derive:abc", "added", f"{VECTORS}/address/abc.input.json", "{"),
         ("message", "parse:unknown-field", "changed", "src/pipost/message.py", "def parse"),
         ("tree", "name:record", "changed", "src/pipost/contract/gathering.py", '"tree": '),
-        ("message", f"parse:{PI_POST_07_CASE}", "added", CORPUS, f'"{PI_POST_07_CASE}"'),
-        ("message", "encode:process-letter", "added", CORPUS, '"process-letter"'),
+        ("message", f"parse:{PI_POST_07_CASE}", "added", LETTER_VECTOR, "{"),
+        ("message", "encode:process-letter", "added", WRITTEN_VECTOR, "{"),
         ("cli", "output:unknown-command", "added", CORPUS, '"unknown-command"'),
         ("message", "field:body", "changed", MESSAGE_SCHEMA, '"body"'),
         ("message", "required", "changed", MESSAGE_SCHEMA, '"required"'),
@@ -924,11 +951,11 @@ def line_number(path: str, needle: str) -> int:
         ("documents", "def:peek", "changed", CLI_SCHEMA, '"peek"'),
     ],
     ids=[
-        "a new corpus case",
+        "a new vector of the address rule",
         "a case of the parser",
         "a facet with no place of its own",
-        "a new case of the parser",
-        "a new case of the encoder",
+        "a new vector of the parser",
+        "a new vector of the encoder",
         "a new case of the command line's output",
         "a field of a schema",
         "what a schema requires",
@@ -949,9 +976,7 @@ def test_a_finding_whose_name_holds_a_colon_points_at_the_whole_name(tmp_path: P
     # Only the first colon ends the kind: a corpus case may be named "a:b".
     (tmp_path / CORPUS).parent.mkdir(parents=True)
     (tmp_path / CORPUS).write_text('{\n  "b": 1,\n  "a:b": 2\n}\n', encoding="utf-8")
-    finding = compatibility.FacetChange(
-        "message", "some.rule", "parse:a:b", "added", None, 2, False
-    )
+    finding = compatibility.FacetChange("cli", "some.rule", "output:a:b", "added", None, 2, False)
     assert gate.where(tmp_path, finding) == (CORPUS, 3)
 
 
@@ -991,7 +1016,7 @@ def test_a_new_corpus_case_shows_its_input_and_what_it_gives_now(
         "\ncorpus.entry-added (compatible): address derive:new added\n"
         '  case: "n"\n'
         f"  now : {address_of('n')}\n"
-        "  at:   src/pipost/contract/corpus.json:1\n"
+        f"  at:   {VECTORS}/address/new.input.json:1\n"
     ) in out.getvalue()
     assert out.getvalue().endswith("\nverdict: compatible changes only (exit 0)\n")
 

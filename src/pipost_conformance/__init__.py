@@ -15,7 +15,9 @@ hypothesis and jsonschema, the ``conformance`` extra
 ``pi-post conformance``.
 """
 
+import json
 from pathlib import Path
+from typing import Any
 
 INTEROP = Path(__file__).resolve().parent / "fixtures" / "interop"
 """What the reference pi-post 0.7 wrote and printed, recorded (its README.md says
@@ -25,3 +27,42 @@ SCHEMAS = Path(__file__).resolve().parent.parent / "pipost" / "schemas"
 """pipost's JSON Schemas, read as files by steps that must not import pipost
 (they drive it through the kit's client). pipost ships beside the kit, in the
 same wheel (or src/)."""
+
+VECTORS = Path(__file__).resolve().parent / "vectors"
+"""The contract's cases as input/expected pairs, listed by one manifest per version
+(``v1.manifest.json``; docs/conformance.md, "Vectors"): read by the features, the
+contract gate and pipost's tests here, and by a port's own tests in any language."""
+
+
+def vectors(kind: str, version: int = 1) -> dict[str, tuple[Any, Any]]:
+    """Name → (input, expected) of every case of ``kind`` that the manifest of
+    ``version`` lists."""
+    manifest = json.loads((VECTORS / f"v{version}.manifest.json").read_text(encoding="utf-8"))
+    return {
+        case["name"]: (_vector_file(case, "input"), _vector_file(case, "expected"))
+        for case in manifest["cases"]
+        if case["kind"] == kind
+    }
+
+
+def _vector_file(case: dict[str, str], role: str) -> Any:
+    path = VECTORS / case["kind"] / f"{case['name']}.{role}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def vector_bytes(given: Any) -> tuple[bytes, str | None]:
+    """The bytes of a letter or record vector's file and its name, as the manifest's
+    header says: ``{"hex": …}``; ``{"text": …}`` repeated ``times``; or ``{"json": …}``
+    written compactly, with ``fill`` [field, text, times] setting that field to text
+    repeated."""
+    file_name = given.get("file_name")
+    if "hex" in given:
+        return bytes.fromhex(given["hex"]), file_name
+    if "text" in given:
+        return (given["text"] * given.get("times", 1)).encode("utf-8"), file_name
+    value = given["json"]
+    if "fill" in given:
+        field, text, times = given["fill"]
+        value = {**value, field: text * times}
+    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return encoded.encode("utf-8"), file_name

@@ -53,8 +53,16 @@ def test_the_wheel_holds_every_feature_step_machine_and_recording(wheel: Path) -
     shipped = set(zipfile.ZipFile(wheel).namelist())
     files = kit_files()
     assert files - shipped == set()
-    for part in ("features", "features/steps", "machines", "fixtures/interop/messages"):
+    parts = (
+        "features",
+        "features/steps",
+        "machines",
+        "fixtures/interop/messages",
+        "vectors/letter",
+    )
+    for part in parts:
         assert any(name.startswith(f"pipost_conformance/{part}/") for name in files), part
+    assert "pipost_conformance/vectors/v1.manifest.json" in shipped
     assert "pipost_conformance/features/environment.py" in shipped
     assert "pipost/schemas/conformance-report.v1.schema.json" in shipped  # the steps read it
 
@@ -111,7 +119,7 @@ def test_an_installed_kit_runs_from_a_folder_outside_the_repository(
     listed = conformance("--list", "--features", "features/addresses.feature")
     assert listed.returncode == 0, listed.stdout + listed.stderr
     ids = [line.split("\t")[0] for line in listed.stdout.splitlines()]
-    assert "addresses/every-vector-in-the-reference-s-file-control-characters-included" in ids
+    assert "addresses/every-vector-of-the-addresses-control-characters-included" in ids
     assert "machines/test_registry_machine.py::TestRegistryMachine::runTest" in ids
 
     ran = conformance(

@@ -2,7 +2,8 @@
 which no module of the runtime imports (DESIGN §10).
 
 :mod:`~pipost.contract.gathering` gathers each part of the contract from the code
-that carries it out, running the corpus (``corpus.json``) and a scripted exchange;
+that carries it out, running the vectors (``pipost_conformance/vectors``), the
+command lines of ``corpus.json`` and a scripted exchange;
 :mod:`~pipost.contract.compatibility` judges one content against another and keeps
 the pins (``pins.json``); :mod:`~pipost.contract.gate` is the command.
 """

@@ -256,7 +256,10 @@ def where(tree: Path, finding: FacetChange) -> tuple[str, int]:
     kind = compatibility.kind_of(finding.facet)
     name = finding.facet.partition(":")[2]
     stem = gathering._SCHEMA_STEMS.get(finding.part)
-    if finding.change == compatibility.ADDED and kind in ("parse", "encode", "derive", "output"):
+    vector_kind = gathering.VECTOR_KINDS.get((finding.part, kind))
+    if finding.change == compatibility.ADDED and vector_kind is not None:
+        return f"src/pipost_conformance/vectors/{vector_kind}/{name}.input.json", 1
+    if finding.change == compatibility.ADDED and kind == "output":
         return _line(tree, "src/pipost/contract/corpus.json", f'"{name}"')
     if stem is not None and kind in ("field", "required", "closed", "schema", "def", "op"):
         version = gathering.versions()[finding.part]
@@ -325,18 +328,20 @@ def _short(value: Json, limit: int = 240) -> str:
 
 
 def _shown(finding: FacetChange) -> list[tuple[str, str]]:
-    """What changed, as lines: a corpus case shows its input once and its results."""
+    """What changed, as lines: a corpus case shows its input once and its results (a
+    case of the vectors as pinned, by its digest)."""
     values = [v for v in (finding.before, finding.after) if v is not None]
-    if not all(isinstance(v, dict) and "input" in v for v in values):
+    cases = [v for v in values if isinstance(v, dict) and "input" in v]
+    if not cases:
         pairs = [("was ", finding.before), ("now ", finding.after)]
         return [(label, _short(value)) for label, value in pairs if value is not None]
-    first = values[0]
-    assert isinstance(first, dict)
-    rows = [("case", _short(first["input"]))]
+    rows = [("case", _short(cases[0]["input"]))]
     for label, value in (("was ", finding.before), ("now ", finding.after)):
         if isinstance(value, dict):
             result = value["result"]
             rows.append((label, visible(result) if isinstance(result, str) else _short(result)))
+        elif value is not None:
+            rows.append((label, f"pinned as its digest, {_short(value)}"))
     return rows
 
 

@@ -9,8 +9,9 @@ line's lines and exit statuses, the ``--json`` documents, the driver protocol.
 
 A part's content (see :mod:`pipost.contract.compatibility`) is gathered, not declared:
 the shipped schema of its version, the constants the code enforces, and the
-results of running a corpus (``corpus.json``, plus every input a pin
-already holds) through the public functions in this process —
+results of running the cases of the vectors (``pipost_conformance/vectors``) and
+the command lines of ``corpus.json`` (plus every input a pin already holds whole)
+through the public functions in this process —
 :func:`pipost.message.parse` and ``encode``, the record's codec,
 :func:`pipost.address.address_of`, the command line — and of one scripted
 exchange whose locks and renames are recorded. So a change of the parser, the
@@ -63,6 +64,7 @@ from pipost.contract.compatibility import (
     to_data,
 )
 from pipost.format import DAY_MS
+from pipost_conformance import VECTORS, vector_bytes, vectors
 
 PARTS: Final = ("message", "record", "address", "tree", "interop", "cli", "documents", "driver")
 
@@ -93,9 +95,56 @@ def versions() -> dict[str, int]:
 
 
 def load_corpus(path: Path = CORPUS_FILE) -> dict[str, dict[str, dict[str, Json]]]:
-    """Part → kind (parse, encode, derive, output) → entry name → input."""
+    """Part → kind (parse, encode, derive, output) → entry name → input: the command
+    lines of ``corpus.json`` and the cases of the vectors of this version."""
     data: dict[str, dict[str, dict[str, Json]]] = json.loads(path.read_text(encoding="utf-8"))
+    for (part, kind), vector_kind in VECTOR_KINDS.items():
+        cases = vectors(vector_kind, _manifest_of(part, versions()[part]))
+        data.setdefault(part, {})[kind] = {
+            name: _corpus_input(vector_kind, given) for name, (given, _) in cases.items()
+        }
     return data
+
+
+def _manifest_of(part: str, version: int) -> int:
+    """The newest manifest of the vectors whose ``part`` is at ``version`` or below:
+    until a bump brings its own vectors, the version before's cases hold."""
+    found = [
+        int(path.name[1:].split(".")[0])
+        for path in VECTORS.glob("v*.manifest.json")
+        if json.loads(path.read_text(encoding="utf-8"))["parts"][part] <= version
+    ]
+    return max(found)
+
+
+# (part, kind of facet) → the kind of vector whose cases it gathers.
+VECTOR_KINDS: Final = {
+    ("message", "parse"): "letter",
+    ("message", "encode"): "letter-written",
+    ("record", "parse"): "record",
+    ("record", "encode"): "record-written",
+    ("address", "derive"): "address",
+}
+
+# A record's fields on disk → session.Record's arguments.
+_RECORD_ARGUMENTS: Final = {
+    "sessionId": "session_id",
+    "startedAt": "started_at",
+    "lastSeen": "last_seen",
+    "pidStart": "pid_start",
+}
+
+
+def _corpus_input(vector_kind: str, given: Json) -> Json:
+    """A vector's input as the gate's case holds it (and its pins digested it)."""
+    assert isinstance(given, dict)
+    if vector_kind == "address":
+        return given["sessionId"]
+    if vector_kind == "record-written":
+        fields = given["record"]
+        assert isinstance(fields, dict)
+        return {"record": {_RECORD_ARGUMENTS.get(k, k): v for k, v in fields.items()}}
+    return given
 
 
 def inputs_of(content: Content) -> dict[str, dict[str, Json]]:
@@ -222,7 +271,7 @@ def _message(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
     facets["pattern:id"] = message.ID_PATTERN
     facets |= _constants("message")
     for name, given in inputs.get("parse", {}).items():
-        raw, file_name = file_bytes(given)
+        raw, file_name = vector_bytes(given)
         facets[f"parse:{name}"] = _case(given, _parsed_letter, raw, file_name)
     for name, given in inputs.get("encode", {}).items():
         facets[f"encode:{name}"] = _case(given, _encoded_letter, given)
@@ -255,31 +304,6 @@ def _letter(given: Json) -> message.Message:
     )
 
 
-def file_bytes(given: Json) -> tuple[bytes, str | None]:
-    """The bytes of a corpus file and its name: ``{"json": value}`` written compactly
-    (with ``fill`` [field, text, times], that field set to text repeated), ``{"text":
-    …}`` (repeated ``times`` when given) or ``{"hex": …}``; ``file_name`` names it."""
-    assert isinstance(given, dict)
-    file_name = given.get("file_name")
-    assert file_name is None or isinstance(file_name, str)
-    if "hex" in given:
-        assert isinstance(given["hex"], str)
-        return bytes.fromhex(given["hex"]), file_name
-    if "text" in given:
-        times = given.get("times", 1)
-        assert isinstance(given["text"], str) and isinstance(times, int)
-        return (given["text"] * times).encode("utf-8"), file_name
-    value = given["json"]
-    fill = given.get("fill")
-    if fill is not None:
-        assert isinstance(value, dict) and isinstance(fill, list)
-        field, text, times = fill
-        assert isinstance(field, str) and isinstance(text, str) and isinstance(times, int)
-        value = {**value, field: text * times}
-    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return encoded.encode("utf-8"), file_name
-
-
 # -- the record -----------------------------------------------------------------------
 
 
@@ -289,7 +313,7 @@ def _record(inputs: Mapping[str, Mapping[str, Json]]) -> Content:
     facets["written"] = list(session.to_json(sample))
     facets |= _constants("record")
     for name, given in inputs.get("parse", {}).items():
-        raw, file_name = file_bytes(given)
+        raw, file_name = vector_bytes(given)
         facets[f"parse:{name}"] = _case(given, _parsed_record, raw, file_name)
     for name, given in inputs.get("encode", {}).items():
         assert isinstance(given, dict) and isinstance(given["record"], dict)
@@ -701,7 +725,7 @@ def _schema_disagreements(contents: Mapping[str, Content]) -> list[str]:
             if kind_of(facet) != "parse":
                 continue
             assert isinstance(case, dict) and isinstance(case["input"], dict)
-            raw, _ = file_bytes(case["input"])
+            raw, _ = vector_bytes(case["input"])
             try:
                 data = json.loads(raw)
             except (ValueError, RecursionError):
@@ -737,7 +761,8 @@ def _schema_of(part: str, data: object) -> dict[str, Any]:
 
 def old_mail(pins: Pins) -> list[str]:
     """Every file an earlier pinned version accepted that this parser no longer reads
-    as it did: a bump must never strand the mail still queued."""
+    as it did: a bump must never strand the mail still queued. The cases are those a
+    pin holds whole and those of the vectors kept for that version."""
     readers: dict[str, Callable[[bytes, str | None], Json]] = {
         "message": _parsed_letter,
         "record": _parsed_record,
@@ -753,14 +778,46 @@ def old_mail(pins: Pins) -> list[str]:
                 result = case["result"]
                 if not (isinstance(result, dict) and "accepted" in result):
                     continue
-                raw, name = file_bytes(case["input"])
+                raw, name = vector_bytes(case["input"])
                 now = read(raw, name)
                 if now != result:
                     problems.append(
                         f"{part} v{version} {facet}: accepted by v{version}, now read as "
                         f"{json.dumps(now, ensure_ascii=False)[:200]}"
                     )
+            problems += _old_vectors(part, version)
     return problems
+
+
+def _old_vectors(part: str, version: int) -> list[str]:
+    """The vectors of an earlier ``version`` of ``part`` a parser no longer accepts as
+    they expect (SPEC 1: a reader of version N reads the files of every earlier one)."""
+    kind = VECTOR_KINDS[part, "parse"]
+    problems = []
+    for manifest in sorted(VECTORS.glob("v*.manifest.json")):
+        if json.loads(manifest.read_text(encoding="utf-8"))["parts"].get(part) != version:
+            continue
+        for name, (given, expected) in vectors(kind, int(manifest.name[1:].split(".")[0])).items():
+            if "accepted" not in expected:
+                continue
+            now = answer_of(kind, given)
+            if now != expected:
+                problems.append(
+                    f"{part} v{version} {kind} vector {name}: accepted by v{version}, now "
+                    f"answered {json.dumps(now, ensure_ascii=False)[:200]}"
+                )
+    return problems
+
+
+def answer_of(kind: str, given: Json) -> Json:
+    """pipost's answer to a letter or record vector, as its expected file writes one."""
+    raw, file_name = vector_bytes(given)
+    read = message.parse(raw, file_name) if kind == "letter" else session.parse(raw, file_name)
+    if isinstance(read, message.Rejected):
+        return {"rejected": {"code": read.code, **read.facts}}
+    if isinstance(read, message.Message):
+        return {"accepted": message.to_json(read)}
+    return {"accepted": session.to_json(read)}
 
 
 def published_schemas(pins: Pins) -> list[str]:

@@ -7,6 +7,10 @@ Feature: Messages on the wire
     Given a live session "bob" in "{scratch}/home/dev/bob"
     And I am working in "{scratch}/home/dev/tester"
 
+  @INV-21 @must
+  Scenario: every letter of the vectors is accepted or rejected as it expects
+    Then every letter of the vectors is accepted or rejected as it expects
+
   @INV-21 @INV-03 @must
   Scenario: a message pipost writes is read back exactly
     Given the clock reads 1796078534364

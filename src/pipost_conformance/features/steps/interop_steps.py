@@ -1,14 +1,16 @@
-"""Golden data from the reference pi-post 0.7 CLI (the kit's fixtures/interop)."""
+"""Golden data from the reference pi-post 0.7 CLI (the kit's fixtures/interop), and
+the vectors (the kit's vectors/)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 
 from behave import given, then, when
 from behave.runner import Context
 
-from pipost_conformance import INTEROP
+from pipost_conformance import INTEROP, vector_bytes, vectors
 from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     checks,
@@ -50,15 +52,34 @@ def address_is(context: Context, address: str) -> None:
     assert world(context).result == {"address": address}, world(context).result
 
 
-@then("every vector the reference computed gives its address")
+@then("every address of the vectors is the one derived from its session id")
 @checks("INV-01", "INV-21")
-def every_vector(context: Context) -> None:
+def every_address_vector(context: Context) -> None:
     the = world(context)
-    vectors = json.loads((INTEROP / "address-vectors.json").read_text(encoding="utf-8"))
-    assert vectors["vectors"], "no vectors"
-    for vector in vectors["vectors"]:
-        found = the.call("address_of", session_id=vector["sessionId"])["address"]
-        assert found == vector["address"], f"{vector['sessionId']!r}: {found}"
+    cases = vectors("address")
+    assert cases, "no address vectors"
+    for name, (sent, expected) in cases.items():
+        found = the.call("address_of", session_id=sent["sessionId"])
+        assert found == expected, f"{name} ({sent['sessionId']!r}): {found}"
+
+
+@then("every letter of the vectors is accepted or rejected as it expects")
+@checks("INV-21")
+def every_letter_vector(context: Context) -> None:
+    the = world(context)
+    cases = vectors("letter")
+    assert cases, "no letter vectors"
+    for name, (sent, expected) in cases.items():
+        raw, file_name = vector_bytes(sent)
+        named = {} if file_name is None else {"file_name": file_name}
+        answer = the.call("parse", raw_base64=base64.b64encode(raw).decode("ascii"), **named)
+        if "message" in answer:
+            found = {"accepted": answer["message"]}
+        else:
+            reason = answer["rejected"]
+            assert isinstance(reason, dict), answer
+            found = {"rejected": {k: v for k, v in reason.items() if k != "text"}}
+        assert found == expected, f"{name}: {json.dumps(found, ensure_ascii=False)[:300]}"
 
 
 # -- messages -------------------------------------------------------------------------------
