@@ -291,7 +291,8 @@ export function parseLetter(bytes, fileName) {
 
 // -- registry record v1 ----------------------------------------------------------
 
-// A record file → the record (as written, unknown fields kept) or null.
+// A record file → the record (as written, unknown fields kept) or null; with its
+// file name, that name must be its address.
 export function parseRecord(bytes, fileName) {
   if (bytes.length > RECORD_LIMIT) return null;
   const text = decodeUtf8(bytes);
@@ -303,7 +304,7 @@ export function parseRecord(bytes, fileName) {
     r.v === 1 &&
     isText(r.sessionId) && r.sessionId !== "" &&
     r.address === addressOf(r.sessionId) &&
-    fileName === `${r.address}.json` &&
+    (fileName === undefined || fileName === `${r.address}.json`) &&
     isText(r.name) && r.name !== "" &&
     isText(r.cwd) && r.cwd !== "" &&
     (r.pid == null || (isInteger(r.pid) && r.pid > 0)) &&
