@@ -19,7 +19,7 @@ from pipost_conformance.runner import FEATURES
 
 REPO = Path(__file__).resolve().parents[2]
 ADDRESSES = str(FEATURES / "addresses.feature")
-SCENARIO = [ADDRESSES, "--name", "every vector in the reference's file"]
+SCENARIO = [ADDRESSES, "--name", "every vector of the addresses"]
 """A scenario of many address_of calls whose step reads only each answer's address."""
 RUNNER = [sys.executable, "-m", "pipost", "conformance"]
 
