@@ -99,11 +99,23 @@ DEFAULT_TIER = "must"
 failure is never hidden by a missing tag."""
 PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED = "pass", "fail", "error", "timeout", "unsupported"
 EXPECTED_FAIL, UNEXPECTED_PASS = "expected-fail", "unexpected-pass"
-OUTCOMES = (PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED, EXPECTED_FAIL, UNEXPECTED_PASS)
+NOT_CHECKED = "not-checked"
+"""Not run: the kit cannot observe it here (no strace to trace system calls with)."""
+OUTCOMES = (PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED, NOT_CHECKED, EXPECTED_FAIL, UNEXPECTED_PASS)
 NOT_PASSING = (FAIL, ERROR, TIMEOUT)
 """What an implementation did wrong: each of these is a MUST scenario's breach."""
-WORST_FIRST = (FAIL, ERROR, TIMEOUT, UNEXPECTED_PASS, EXPECTED_FAIL, PASS, UNSUPPORTED)
-"""How a row's results combine: the first of these that occurs is the row's."""
+WORST_FIRST = (
+    FAIL,
+    ERROR,
+    TIMEOUT,
+    UNEXPECTED_PASS,
+    EXPECTED_FAIL,
+    NOT_CHECKED,
+    PASS,
+    UNSUPPORTED,
+)
+"""How a row's results combine: the first of these that occurs is the row's. A row
+part of which the kit could not observe is not a pass, whatever else of it passed."""
 CHECKED = (PASS, FAIL, EXPECTED_FAIL, UNEXPECTED_PASS)
 """Results of an item whose assertions ran to a verdict."""
 DRIVER, CLI = "driver", "cli"
@@ -583,7 +595,9 @@ class Run:
 
     def not_checked(self) -> Counter[str]:
         """Each reason an item did not run, with how many it kept from running."""
-        return Counter(item.error for item in self.items if item.result == UNSUPPORTED)
+        return Counter(
+            item.error for item in self.items if item.result in (UNSUPPORTED, NOT_CHECKED)
+        )
 
     def parts_said(self) -> str:
         """Each part's verdict: "driver part conforms; command line not checked"."""
@@ -819,6 +833,12 @@ def row_notes(run: Run, row: Row) -> str:
     )
     if bad:
         return "not passing: " + ", ".join(bad)
+    unobserved = Counter(
+        item.error for tier in TIERS for item, result in row.items[tier] if result == NOT_CHECKED
+    )
+    if unobserved:
+        said = "; ".join(f"{why} (×{n})" for why, n in unobserved.most_common())
+        return f"not checked: {said}"
     if any(result != UNSUPPORTED for tier in TIERS for _, result in row.items[tier]):
         return ""
     reasons = Counter(item.error for tier in TIERS for item, _ in row.items[tier])
@@ -963,7 +983,7 @@ td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; vertical-align: top; }}
 td.pass {{ background: #d9f2d9; }}
 td.fail, td.error, td.timeout, td.unexpected-pass {{ background: #f8d0d0; font-weight: bold; }}
 td.expected-fail {{ background: #f8ecd0; }}
-td.unsupported, td.none {{ background: #eeeeee; }}
+td.unsupported, td.not-checked, td.none {{ background: #eeeeee; }}
 </style></head><body>
 <h1>Conformance matrix: {text(_identity(run))}</h1>
 <p>{text(run.summary())}</p>

@@ -15,12 +15,20 @@ count-hangs     ``count`` never answers: the scenarios calling it time out
 
 With no --fault, oversize-body and unlink-first are on. --lacks leaves an operation
 out of the capabilities (and refuses it), as a port that has not written it yet would.
+
+``broken_port`` plants a fault in a copy of the Node port (ports/node) instead, for
+what only a port's own system calls show (PORT_FAULTS):
+
+write-in-place  a letter or record is written under its .json name, no temporary, no
+                rename (INV-03)
+no-fsync        nothing is ever flushed (INV-04)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,6 +43,38 @@ FAULTS = ("oversize-body", "unlink-first", "stale-presence", "count-errors", "co
 HANG_S = 3600
 """Long enough for any per-call timeout; the suite kills a toy that hangs."""
 DEFAULT_FAULTS = ("oversize-body", "unlink-first")
+
+
+NODE_PORT = Path(__file__).resolve().parents[2] / "ports" / "node"
+PORT_FAULTS: dict[str, tuple[str, str, str]] = {
+    "write-in-place": (
+        "lib/disk.mjs",
+        """    this.writeNew(tempName, bytes);
+    try {
+      fs.renameSync(this.at(tempName), this.at(finalName));
+    } catch (e) {
+      fs.rmSync(this.at(tempName), { force: true });
+      throw e;
+    }
+    this.fsync();""",
+        """    const inPlace = O_WRONLY | O_CREAT | fs.constants.O_TRUNC | O_NOFOLLOW;
+    this.writeNew(finalName, bytes, inPlace);
+    this.fsync();""",
+    ),
+    "no-fsync": ("lib/disk.mjs", "fs.fsyncSync(", "void ("),
+}
+"""Fault → (file of the port, its text, what replaces every occurrence of it)."""
+
+
+def broken_port(fault: str, into: Path) -> Path:
+    """A copy of the Node port in ``into`` with ``fault`` planted; its shim."""
+    shutil.copytree(NODE_PORT, into, ignore=shutil.ignore_patterns("node_modules"))
+    name, old, new = PORT_FAULTS[fault]
+    source = into / name
+    text = source.read_text(encoding="utf-8")
+    assert old in text, f"{fault}: {name} no longer holds the text the fault replaces"
+    source.write_text(text.replace(old, new), encoding="utf-8")
+    return into / "shim.mjs"
 
 
 class BrokenDriver(InProcessDriver):

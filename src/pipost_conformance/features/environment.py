@@ -363,7 +363,11 @@ def judge_assertions(steps: StepRegistry) -> None:
 def stopped(
     context: Context, scenario: Scenario, implementation: Implementation
 ) -> dict[str, Json] | None:
-    """How the scenario ended early, if it did: unsupported, error or timeout."""
+    """How the scenario ended early, if it did: not checked, unsupported, error or
+    timeout. A step that cannot observe what the scenario checks (no strace)
+    says why in ``context.not_checked``."""
+    if "not_checked" in context:
+        return {"outcome": "not-checked", "error": str(context.not_checked)}
     if "skip_reason" in context:
         return {"outcome": "unsupported", "error": str(context.skip_reason)}
     if scenario.hook_failed:
