@@ -99,9 +99,9 @@ DEFAULT_TIER = "must"
 failure is never hidden by a missing tag."""
 PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED = "pass", "fail", "error", "timeout", "unsupported"
 EXPECTED_FAIL, UNEXPECTED_PASS = "expected-fail", "unexpected-pass"
-NOT_CHECKED = "not-checked"
+UNOBSERVED = "not-checked"
 """Not run: the kit cannot observe it here (no strace to trace system calls with)."""
-OUTCOMES = (PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED, NOT_CHECKED, EXPECTED_FAIL, UNEXPECTED_PASS)
+OUTCOMES = (PASS, FAIL, ERROR, TIMEOUT, UNSUPPORTED, UNOBSERVED, EXPECTED_FAIL, UNEXPECTED_PASS)
 NOT_PASSING = (FAIL, ERROR, TIMEOUT)
 """What an implementation did wrong: each of these is a MUST scenario's breach."""
 WORST_FIRST = (
@@ -110,7 +110,7 @@ WORST_FIRST = (
     TIMEOUT,
     UNEXPECTED_PASS,
     EXPECTED_FAIL,
-    NOT_CHECKED,
+    UNOBSERVED,
     PASS,
     UNSUPPORTED,
 )
@@ -527,14 +527,14 @@ class Run:
                 continue
             if results == {PASS}:
                 judged[part] = CONFORMS
-            elif results <= {PASS, UNSUPPORTED}:
+            elif results <= {PASS, UNSUPPORTED, UNOBSERVED}:
                 judged[part] = NOT_CHECKED
             else:
                 judged[part] = DOES_NOT_CONFORM
         return judged
 
-    def unchecked_rows(self, part: str) -> list[str]:
-        return [row.invariant for row in self.rows(part) if row.result("must") == UNSUPPORTED]
+    def unchecked_rows(self, part: str, result: str = UNSUPPORTED) -> list[str]:
+        return [row.invariant for row in self.rows(part) if row.result("must") == result]
 
     def conforms(self) -> bool:
         """Every MUST row of each part was checked and passed (of the selection that
@@ -596,7 +596,7 @@ class Run:
     def not_checked(self) -> Counter[str]:
         """Each reason an item did not run, with how many it kept from running."""
         return Counter(
-            item.error for item in self.items if item.result in (UNSUPPORTED, NOT_CHECKED)
+            item.error for item in self.items if item.result in (UNSUPPORTED, UNOBSERVED)
         )
 
     def parts_said(self) -> str:
@@ -608,12 +608,18 @@ class Run:
                 failed = [f"{n} {r}" for r, n in sorted(must.items(), key=str) if r and r != PASS]
                 said.append(f"{PARTS[part]}: MUST rows {', '.join(failed)}")
             elif judged == NOT_CHECKED:
-                unchecked = self.unchecked_rows(part)
-                rows = f"{len(unchecked)} MUST rows" if len(unchecked) > 1 else "".join(unchecked)
+                rows = []
+                for result in (UNSUPPORTED, UNOBSERVED):
+                    unchecked = self.unchecked_rows(part, result)
+                    if unchecked:
+                        named = (
+                            f"{len(unchecked)} MUST rows" if len(unchecked) > 1 else unchecked[0]
+                        )
+                        rows.append(f"{named} {result}")
                 hint = f" (run with --{'cli' if part == CLI else 'impl'})"
                 hint = hint if self.parts_run(part) == 0 else ""
-                unsupported = f": {rows} unsupported" if rows else ""
-                said.append(f"{PARTS[part]} not checked{hint}{unsupported}")
+                unchecked_rows = f": {', '.join(rows)}" if rows else ""
+                said.append(f"{PARTS[part]} not checked{hint}{unchecked_rows}")
             else:
                 said.append(f"{PARTS[part]} conforms")
         return "; ".join(said) or "nothing of either part ran"
@@ -834,7 +840,7 @@ def row_notes(run: Run, row: Row) -> str:
     if bad:
         return "not passing: " + ", ".join(bad)
     unobserved = Counter(
-        item.error for tier in TIERS for item, result in row.items[tier] if result == NOT_CHECKED
+        item.error for tier in TIERS for item, result in row.items[tier] if result == UNOBSERVED
     )
     if unobserved:
         said = "; ".join(f"{why} (×{n})" for why, n in unobserved.most_common())

@@ -141,6 +141,31 @@ def test_require_names_a_part_or_both() -> None:
     ]
 
 
+def test_a_row_part_of_which_could_not_be_observed_is_not_checked_not_passed() -> None:
+    """INV-03 has scenarios that ran and passed, and a traced one no strace could
+    observe: the row is not-checked, with the reason, and the run does not conform
+    (exit 0, as for an unsupported row)."""
+    why = "system calls are traced with strace, which is not on PATH"
+    run = Run(
+        "toy",
+        [
+            item("mailbox/in-flight", "pass", "INV-03"),
+            item("durability/deposit", "not-checked", "INV-03", error=why),
+        ],
+    )
+    (row,) = [row for row in run.rows() if row.invariant == "INV-03"]
+    assert row.result("must") == "not-checked"
+    assert conformance.row_notes(run, row) == f"not checked: {why} (×1)"
+    assert not run.conforms()
+    assert run.verdict() == (
+        "does not conform to v1: driver part not checked: INV-03 not-checked; "
+        "command line not checked (run with --cli)"
+    )
+    assert run.status() == 0
+    assert run.not_checked() == {why: 1}
+    assert "**not-checked** (1 pass, 1 not-checked)" in conformance.markdown(run)
+
+
 def status(*items: Item, required: tuple[str, ...] = (), broken: str = "") -> int:
     return Run("toy", list(items), broken=broken, required=list(required)).status()
 
