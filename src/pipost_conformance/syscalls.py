@@ -25,7 +25,8 @@ RENAMES = ("rename", "renameat", "renameat2")
 LINKS = ("link", "linkat")
 UNLINKS = ("unlink", "unlinkat")
 TRUNCATES = ("truncate", "ftruncate")
-TRACED = OPENS + WRITES + FLUSHES + FLUSHES_ALL + RENAMES + LINKS + UNLINKS + TRUNCATES
+MKDIRS = ("mkdir", "mkdirat")
+TRACED = OPENS + WRITES + FLUSHES + FLUSHES_ALL + RENAMES + LINKS + UNLINKS + TRUNCATES + MKDIRS
 """The system calls the kit asks strace for (``-e trace=…``)."""
 
 WRITING_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_TRUNC", "O_CREAT"})
@@ -70,6 +71,7 @@ class Event:
             ("link", LINKS),
             ("unlink", UNLINKS),
             ("truncate", TRUNCATES),
+            ("mkdir", MKDIRS),
         ):
             if self.call in calls:
                 return kind
@@ -134,14 +136,15 @@ def _event(index: int, pid: int, call: re.Match[str], fds: dict[int, str]) -> Ev
         return Event(index, pid, name, path, fd=fd)
     if name == "sync":
         return Event(index, pid, name)
-    if name in ("rename", "link", "truncate", "unlink"):
-        paths = [resolve("", arg, fds) for arg in args[:2]]
-        return Event(index, pid, name, paths[0], target=paths[1] if len(paths) > 1 else "")
+    if name in ("truncate", "unlink", "mkdir"):
+        return Event(index, pid, name, resolve("", args[0], fds))
+    if name in ("rename", "link"):
+        return Event(index, pid, name, resolve("", args[0], fds), target=resolve("", args[1], fds))
     if name in ("renameat", "renameat2", "linkat"):
         return Event(
             index, pid, name, resolve(args[0], args[1], fds), target=resolve(args[2], args[3], fds)
         )
-    if name == "unlinkat":
+    if name in ("unlinkat", "mkdirat"):
         return Event(index, pid, name, resolve(args[0], args[1], fds))
     return None
 
@@ -292,8 +295,9 @@ def answer_after(found: Sequence[Event], index: int) -> Event | None:
 def not_flushed(found: Sequence[Event], path: str) -> list[str]:
     """INV-04: what was not flushed before the answer that followed ``path``'s
     naming: the bytes of the file that became ``path`` (before a rename or link
-    gave them the name, else after their last write) and the folder (after the
-    name appeared). A ``sync`` or ``syncfs`` flushes both."""
+    gave them the name, else after their last write), the folder (after the name
+    appeared), and each folder above it made by the operation (into its parent,
+    after it was made). A ``sync`` or ``syncfs`` flushes them all."""
     named = namings(found, path)
     if not named:
         return [f"the trace shows no call that gave {path} its name"]
@@ -319,6 +323,16 @@ def not_flushed(found: Sequence[Event], path: str) -> list[str]:
             f"the folder {posixpath.dirname(path)} was not flushed (fsync) after "
             f"{last.shown()} and before the answer"
         )
+    answers = [e.index for e in found[: last.index] if e.kind == "write" and e.fd == ANSWERS_FD]
+    began = answers[-1] if answers else -1  # the answer before: the operation began after it
+    for made in found[began + 1 : answer.index]:
+        if made.kind == "mkdir" and path.startswith(made.path + "/"):
+            parent = posixpath.dirname(made.path)
+            if not _flushed(found[made.index + 1 : answer.index], {parent}):
+                problems.append(
+                    f"{made.shown()}: the folder made for it was not flushed into "
+                    f"{parent} before the answer"
+                )
     return problems
 
 

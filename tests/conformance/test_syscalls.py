@@ -165,3 +165,16 @@ def test_the_answer_is_the_first_write_to_standard_output_after_the_naming() -> 
     answer = syscalls.answer_after(found, rename.index)
     assert answer is not None and answer.index == len(found) - 1
     assert syscalls.answer_after(found, answer.index) is None
+
+
+def test_a_mailbox_made_for_the_letter_is_flushed_into_its_parent() -> None:
+    """A letter in a folder whose own name never reached the disk is lost with it."""
+    made = f'5784  mkdir("{BOX}", 0700) = 0\n'
+    flushed = f"5784  fsync(19<{ROOT}/inbox>) = 0\n"
+    assert syscalls.not_flushed(syscalls.events(made + flushed + NODE_DEPOSIT), LETTER) == []
+    (problem,) = syscalls.not_flushed(syscalls.events(made + NODE_DEPOSIT), LETTER)
+    assert problem == (
+        f"mkdir({BOX}): the folder made for it was not flushed into {ROOT}/inbox before the answer"
+    )
+    earlier = '5784  write(1<pipe:[9]>, "{}", 2) = 2\n'  # the folder was made before the operation
+    assert syscalls.not_flushed(syscalls.events(made + earlier + NODE_DEPOSIT), LETTER) == []
