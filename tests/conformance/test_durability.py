@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from pipost import schemas
+from pipost_conformance import tracing
 from tests.conformance.broken_impl import broken_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,3 +104,30 @@ def test_without_strace_the_rows_are_not_checked_and_the_run_does_not_conform(
     assert not report["conforms"]
     assert report["exit_status"] == 0
     assert "MUST rows 2 not-checked" in report["summary"]
+
+
+def test_a_machine_that_refuses_ptrace_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An strace that cannot attach (a container without CAP_SYS_PTRACE) is no
+    tracer: the reason is strace's own last word, and nothing is judged."""
+    fake = tmp_path / "strace"
+    fake.write_text(
+        "#!/bin/sh\necho 'strace: attach: ptrace(PTRACE_SEIZE, 7): Operation not permitted' >&2\n"
+        "exit 1\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    tracing.why_untraceable.cache_clear()
+    try:
+        why = tracing.why_untraceable()
+    finally:
+        tracing.why_untraceable.cache_clear()
+    if sys.platform.startswith("linux"):
+        assert why == (
+            "strace cannot trace here: "
+            "strace: attach: ptrace(PTRACE_SEIZE, 7): Operation not permitted"
+        )
+    else:
+        assert why is not None and "Linux only" in why
