@@ -7,7 +7,9 @@ checkout of it.
   driver, and what they share with pipost's own tests;
 - ``client``: the kit's end of the driver protocol, which both drive an
   implementation through (pipost's end is ``pipost.driver``);
-- ``runner``: ``pi-post conformance``, which runs both and writes the reports.
+- ``runner``: ``pi-post conformance``, which runs both and writes the reports;
+- ``tracing`` and ``syscalls``: one driver call of an implementation run under
+  strace, and its trace read and judged (how a port writes: INV-03, INV-04).
 
 Unlike ``pipost``, it needs more than the standard library: behave, pytest,
 hypothesis and jsonschema, the ``conformance`` extra
