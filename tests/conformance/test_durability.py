@@ -103,7 +103,7 @@ def test_without_strace_the_rows_are_not_checked_and_the_run_does_not_conform(
     }
     assert not report["conforms"]
     assert report["exit_status"] == 0
-    assert "MUST rows 2 not-checked" in report["summary"]
+    assert "driver part not checked: 2 MUST rows not-checked" in report["summary"]
 
 
 def test_a_machine_that_refuses_ptrace_says_why(
