@@ -617,7 +617,10 @@ class Run:
                         )
                         rows.append(f"{named} {result}")
                 hint = f" (run with --{'cli' if part == CLI else 'impl'})"
-                hint = hint if self.parts_run(part) == 0 else ""
+                # Nothing of the part ran: it wants its option, unless what kept it
+                # from running is that the kit could not observe it here.
+                unobserved = self.unchecked_rows(part, UNOBSERVED)
+                hint = hint if self.parts_run(part) == 0 and not unobserved else ""
                 unchecked_rows = f": {', '.join(rows)}" if rows else ""
                 said.append(f"{PARTS[part]} not checked{hint}{unchecked_rows}")
             else:

@@ -164,6 +164,12 @@ def test_a_row_part_of_which_could_not_be_observed_is_not_checked_not_passed() -
     assert run.status() == 0
     assert run.not_checked() == {why: 1}
     assert "**not-checked** (1 pass, 1 not-checked)" in conformance.markdown(run)
+    # Nothing else ran: no option would have run more, so none is suggested.
+    alone = Run("toy", run.items[1:], selected=True)
+    assert alone.verdict() == (
+        "does not conform to v1 (of the scenarios selected): "
+        "driver part not checked: INV-03 not-checked"
+    )
 
 
 def status(*items: Item, required: tuple[str, ...] = (), broken: str = "") -> int:
