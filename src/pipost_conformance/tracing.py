@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from pipost.driver import Json, Result, SubprocessDriver
 from pipost_conformance import syscalls
+from pipost_conformance.client import Json, Result, SubprocessDriver
 
 STRACE = "strace"
 PROBE_TIMEOUT_S = 30

@@ -13,8 +13,8 @@ from pathlib import Path
 from behave import given, then, when
 from behave.runner import Context
 
-from pipost.driver import Json, Result
 from pipost_conformance import syscalls, tracing
+from pipost_conformance.client import Json, Result
 from pipost_conformance.features.steps.feature_world import (
     QUOTED,
     checks,
