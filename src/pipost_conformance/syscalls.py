@@ -1,10 +1,12 @@
 """What an implementation did on disk, read from a system-call trace, and whether
-it wrote the way SPEC 1 and 3.1 say (INV-03, INV-04): pure functions over the text
-of ``strace -f -yy`` (the kit's ``tracing`` module starts it).
+it wrote the way SPEC 1 and 3.1 say (INV-03, INV-04), and whether it counted a
+mailbox under its lock (INV-08): pure functions over the text of ``strace -f -yy``
+(the kit's ``tracing`` module starts it).
 
 Only what the checks need is read: opens (with their flags), writes, flushes
 (``fsync``, ``fdatasync``, ``sync``, ``syncfs``), renames, links, unlinks and
-truncations. Paths come out absolute: a name relative to a folder's descriptor is
+truncations, ``flock`` and the listing of a folder (``getdents64``). Paths come
+out absolute: a name relative to a folder's descriptor is
 joined to the path ``-yy`` prints for it, and ``/proc/self/fd/N/name`` (the way
 an implementation without ``openat`` reaches below a descriptor) to the path of
 descriptor N. Calls that failed did nothing and are left out.
@@ -26,7 +28,11 @@ LINKS = ("link", "linkat")
 UNLINKS = ("unlink", "unlinkat")
 TRUNCATES = ("truncate", "ftruncate")
 MKDIRS = ("mkdir", "mkdirat")
-TRACED = OPENS + WRITES + FLUSHES + FLUSHES_ALL + RENAMES + LINKS + UNLINKS + TRUNCATES + MKDIRS
+LOCKS = ("flock",)
+LISTINGS = ("getdents64", "getdents")
+TRACED = (
+    OPENS + WRITES + FLUSHES + FLUSHES_ALL + RENAMES + LINKS + UNLINKS + TRUNCATES + MKDIRS
+) + (LOCKS + LISTINGS)
 """The system calls the kit asks strace for (``-e trace=…``)."""
 
 WRITING_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_TRUNC", "O_CREAT"})
@@ -56,7 +62,7 @@ class Event:
     target: str = ""
     """Where a rename or a link puts it."""
     flags: frozenset[str] = frozenset()
-    """An open's flags (``O_WRONLY``, ``O_CREAT`` …)."""
+    """An open's flags (``O_WRONLY``, ``O_CREAT`` …); a flock's (``LOCK_EX`` …)."""
     fd: int | None = None
     """The descriptor it acts on (a write, a flush)."""
 
@@ -72,6 +78,8 @@ class Event:
             ("unlink", UNLINKS),
             ("truncate", TRUNCATES),
             ("mkdir", MKDIRS),
+            ("lock", LOCKS),
+            ("list", LISTINGS),
         ):
             if self.call in calls:
                 return kind
@@ -131,7 +139,10 @@ def _event(index: int, pid: int, call: re.Match[str], fds: dict[int, str]) -> Ev
             path, flags = args[1], set(re.findall(r"O_[A-Z_]+", args[2]))
         folder = "" if name in ("open", "creat") else args[0]
         return Event(index, pid, name, resolve(folder, path, fds), flags=frozenset(flags))
-    if name in WRITES + FLUSHES + ("ftruncate", "syncfs"):
+    if name in LOCKS:
+        fd, path = descriptor(args[0])
+        return Event(index, pid, name, path, flags=frozenset(args[1].split("|")), fd=fd)
+    if name in WRITES + FLUSHES + LISTINGS + ("ftruncate", "syncfs"):
         fd, path = descriptor(args[0])
         return Event(index, pid, name, path, fd=fd)
     if name == "sync":
@@ -354,3 +365,31 @@ def moved_before_unlink(found: Sequence[Event], path: str) -> list[str]:
         for event in found[:end]
         if event.kind == "rename" and event.path == path
     ]
+
+
+def counted_unlocked(found: Sequence[Event], path: str) -> list[str]:
+    """INV-08 (SPEC 3.1): before the call that gave ``path`` its name, an exclusive
+    ``flock`` on its mailbox folder was taken (by any process of the implementation:
+    a helper such as flock(1) holds it for its parent), and the folder was listed
+    (the count) after it. That the lock was still held at the rename is not read:
+    the trace does not follow which descriptors share the lock."""
+    named = namings(found, path)
+    if not named:
+        return [f"the trace shows no call that gave {path} its name"]
+    rename, mailbox = named[-1], posixpath.dirname(path)
+    locks = [
+        e.index
+        for e in found[: rename.index]
+        if e.kind == "lock" and e.path == mailbox and "LOCK_EX" in e.flags
+    ]
+    if not locks:
+        return [f"no exclusive flock on the mailbox folder {mailbox} before {rename.shown()}"]
+    counted = [
+        e for e in found[locks[-1] + 1 : rename.index] if e.kind == "list" and e.path == mailbox
+    ]
+    if not counted:
+        return [
+            f"the mailbox folder {mailbox} was not listed (counted) between its lock and "
+            f"{rename.shown()}"
+        ]
+    return []

@@ -22,6 +22,7 @@ what only a port's own system calls show (PORT_FAULTS):
 write-in-place  a letter or record is written under its .json name, no temporary, no
                 rename (INV-03)
 no-fsync        nothing is ever flushed (INV-04)
+no-mailbox-lock a deposit counts and renames without the mailbox folder's flock (INV-08)
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ PORT_FAULTS: dict[str, tuple[str, str, str]] = {
     this.fsync();""",
     ),
     "no-fsync": ("lib/disk.mjs", "fs.fsyncSync(", "void ("),
+    "no-mailbox-lock": (
+        "lib/disk.mjs",
+        "    flock(folder.fd, { wait: true });\n    if (parent.holds(",
+        "    if (parent.holds(",
+    ),
 }
 """Fault → (file of the port, its text, what replaces every occurrence of it)."""
 

@@ -38,6 +38,7 @@ def test_paths_are_read_whole_whichever_way_the_call_names_them() -> None:
     assert (rename.path, rename.target) == (f"{LETTER}.tmp", LETTER)
     assert [e.call for e in node] == [
         "openat",
+        "flock",
         "openat",
         "write",
         "fsync",
@@ -178,3 +179,29 @@ def test_a_mailbox_made_for_the_letter_is_flushed_into_its_parent() -> None:
     )
     earlier = '5784  write(1<pipe:[9]>, "{}", 2) = 2\n'  # the folder was made before the operation
     assert syscalls.not_flushed(syscalls.events(made + earlier + NODE_DEPOSIT), LETTER) == []
+
+
+COUNTED = (
+    "5784  getdents64(20</t/post/inbox/s-cb61287a5998>, 0x5f1d2a0 /* 3 entries */, 32768) = 80\n"
+)
+
+
+def test_a_deposit_counts_its_mailbox_under_an_exclusive_flock() -> None:
+    """INV-08: the flock may come from a helper process (flock(1), pid 5826), the
+    count (the listing) from the port itself, after it."""
+    lock = "5826  flock(3</t/post/inbox/s-cb61287a5998>, LOCK_EX) = 0\n"
+    counted = _planted(NODE_DEPOSIT, lock, lock + COUNTED)
+    assert syscalls.counted_unlocked(syscalls.events(counted), LETTER) == []
+    assert syscalls.counted_unlocked(syscalls.events(NODE_DEPOSIT), LETTER) == [
+        f"the mailbox folder {ROOT}/inbox/s-cb61287a5998 was not listed (counted) between "
+        f"its lock and rename({LETTER}.tmp -> {LETTER})"
+    ]
+    unlocked = _planted(counted, lock, "")
+    assert syscalls.counted_unlocked(syscalls.events(unlocked), LETTER) == [
+        f"no exclusive flock on the mailbox folder {ROOT}/inbox/s-cb61287a5998 before "
+        f"rename({LETTER}.tmp -> {LETTER})"
+    ]
+    counted_first = _planted(unlocked, "5784  rename(", COUNTED + lock + "5784  rename(")
+    assert "was not listed" in syscalls.counted_unlocked(syscalls.events(counted_first), LETTER)[0]
+    shared = _planted(counted, "LOCK_EX", "LOCK_SH")
+    assert "no exclusive flock" in syscalls.counted_unlocked(syscalls.events(shared), LETTER)[0]

@@ -12,12 +12,13 @@ Feature: Durable writes, as the system calls show them
     Given the implementation's system calls can be traced
     And a live session "bob" in "{scratch}/home/dev/bob"
 
-  @INV-03 @INV-04
-  Scenario: a deposit is renamed into place and flushed before its receipt
+  @INV-03 @INV-04 @INV-08
+  Scenario: a deposit is renamed into place and flushed before its receipt, counted under its lock
     When I send "kept across a power loss" to "bob", its system calls traced
     Then no letter or record was opened for writing or truncated
     And the letter got its name by a rename from a temporary in its folder
     And its bytes and its name were flushed before the answer
+    And it counted the mailbox holding an exclusive lock on it, before the rename
 
   @INV-03 @INV-04
   Scenario: a record is renamed into place and flushed before the session is told

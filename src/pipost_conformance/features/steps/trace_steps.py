@@ -144,6 +144,14 @@ def flushed(context: Context) -> None:
     assert not problems, "\n".join(problems)
 
 
+@then("it counted the mailbox holding an exclusive lock on it, before the rename")
+@checks("INV-08")
+def counted_under_lock(context: Context) -> None:
+    found, path = _judged(context)
+    problems = syscalls.counted_unlocked(found, path)
+    assert not problems, "\n".join(problems)
+
+
 @then("the letter stayed at its name until its unlink")
 @checks("INV-04")
 def stayed_until_unlink(context: Context) -> None:
