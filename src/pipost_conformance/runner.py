@@ -734,10 +734,13 @@ def machine_files() -> list[Path]:
 
 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-PYTEST += ["-c", os.devnull, f"--rootdir={KIT}"]
-"""pytest over the machines of this package, whatever folder or configuration file
-is around it: no ini file (pi-post's own, or one above where pipost is installed),
-and the test ids start at the kit (``machines/test_….py::…``)."""
+PYTEST += ["-c", os.devnull, f"--rootdir={KIT}", "-p", "_hypothesis_pytestplugin"]
+"""pytest over the machines of this package, whatever folder, configuration file or
+plugins are around it: no ini file (pi-post's own, or one above where pipost is
+installed), no plugin but Hypothesis's (with PYTEST_ENV: whatever else is installed
+would change the run, and costs each start; pyfakefs alone doubled it), and the test
+ids start at the kit (``machines/test_….py::…``)."""
+PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 def run_machines(impl: str | None, work: Path, out: TextIO, seed: int) -> tuple[list[Item], str]:
@@ -745,7 +748,7 @@ def run_machines(impl: str | None, work: Path, out: TextIO, seed: int) -> tuple[
     run found, the same seed finds again (the scratch folder keeps no examples)."""
     items: list[Item] = []
     for path in machine_files():
-        env = child_env()
+        env = child_env(PYTEST_ENV)
         if impl:
             env["PIPOST_IMPL"] = impl
         else:
@@ -1180,7 +1183,7 @@ def machine_tests(paths: Sequence[Path]) -> list[str]:
     if not paths:
         return []
     argv = [*PYTEST, "--collect-only", *(str(path) for path in paths)]
-    done = subprocess.run(argv, cwd=KIT, env=child_env(), capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=KIT, env=child_env(PYTEST_ENV), capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-OUTPUT_TAIL_LINES:])
         raise RuntimeError(f"pytest could not collect the state machines:\n{tail}")

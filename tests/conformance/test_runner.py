@@ -9,7 +9,9 @@ suite runs with ``nox -s conformance``."""
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,6 +23,8 @@ import jsonschema
 import pytest
 
 from pipost import schemas
+from pipost_conformance import runner
+from pipost_conformance.machines.driving import operations_of
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = [sys.executable, "-m", "pipost", "conformance"]
@@ -66,11 +70,12 @@ class Report:
         return scenario
 
 
-def run(folder: Path, *args: str, cwd: Path = REPO) -> Report:
+def run(folder: Path, *args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> Report:
     report = folder / "report.json"
     done = subprocess.run(
         [*RUNNER, *args, "--json", str(report)],
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
@@ -80,6 +85,21 @@ def run(folder: Path, *args: str, cwd: Path = REPO) -> Report:
     found = json.loads(report.read_text(encoding="utf-8"))
     REPORTS.validate(found)
     return Report(done.returncode, found, done.stdout + done.stderr)
+
+
+@pytest.fixture
+def foreign_plugin(tmp_path: Path) -> dict[str, str]:
+    """An environment in which a pytest plugin is installed that fails as it loads:
+    the kit's pytest must load none but Hypothesis's (runner.PYTEST)."""
+    site = tmp_path / "site"
+    info = site / "foreign_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foreign-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nforeign = foreign_plugin\n")
+    (site / "foreign_plugin.py").write_text(
+        "raise RuntimeError('a pytest plugin of the environment was loaded')\n"
+    )
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
 
 @pytest.fixture(scope="module")
@@ -254,22 +274,42 @@ def kit_tree() -> set[Path]:
     return {path for path in (REPO / KIT).parent.rglob("*") if "__pycache__" not in path.parts}
 
 
+REGISTRY_MACHINE = "machines/test_registry_machine.py::TestRegistryMachine::runTest"
+
+
+def lacking_all_but_the_registry_machine() -> str:
+    """--lacks for every operation the other machines call and the registry's does
+    not (their modules' docstrings say which), so that they skip."""
+
+    def operations(path: Path) -> set[str]:
+        return set(operations_of(ast.get_docstring(ast.parse(path.read_text())) or "") or [])
+
+    registry, *others = sorted(runner.machine_files(), key=lambda p: "registry" not in p.name)
+    lacks = set().union(*map(operations, others)) - operations(registry)
+    return " ".join(f"--lacks {op}" for op in sorted(lacks))
+
+
 def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
-    tmp_path: Path,
+    tmp_path: Path, foreign_plugin: dict[str, str]
 ) -> None:
     """The registry machine states INV-14, 15, 17 and more; a toy whose ``record``
     calls every recorded session live breaks presence (INV-15) and only that row
     of the machine fails. The run writes nothing into the kit, which may be an
     installed package (Hypothesis keeps the failing example in the run's scratch
-    folder)."""
+    folder). The toy lacks what only the other machines call, so they skip rather
+    than search (and shrink) for ten examples each: this is about the one that fails."""
     before = kit_tree()
     faulty = run(
         tmp_path,
-        *("--impl", f"{BROKEN} --fault stale-presence"),
+        *("--impl", f"{BROKEN} --fault stale-presence {lacking_all_but_the_registry_machine()}"),
         *("--features", f"{KIT}/addresses.feature", "--name", "no such scenario"),
+        env=foreign_plugin,
     )
     assert kit_tree() == before
-    registry = faulty.scenario("machines/test_registry_machine.py::TestRegistryMachine::runTest")
+    assert {
+        test: result for test, result in faulty.outcomes().items() if result != "unsupported"
+    } == {REGISTRY_MACHINE: "fail"}
+    registry = faulty.scenario(REGISTRY_MACHINE)
     assert registry["results"] == {"INV-15": "fail"}
     assert registry["tier"] == "must"
     assert registry["error"].startswith("AssertionError: [INV-15] presence of s-")
@@ -356,10 +396,13 @@ def test_a_run_that_breaks_exits_2(tmp_path: Path) -> None:
     assert "cannot run /nonexistent/shim" in done.stderr
 
 
-def test_list_prints_the_scenario_ids_tiers_and_invariants_and_runs_nothing() -> None:
+def test_list_prints_the_scenario_ids_tiers_and_invariants_and_runs_nothing(
+    foreign_plugin: dict[str, str],
+) -> None:
     done = subprocess.run(
         [*RUNNER, "--list", "--impl", "/nonexistent/shim", "--features", RESOLUTION],
         cwd=REPO,
+        env={**os.environ, **foreign_plugin},
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
