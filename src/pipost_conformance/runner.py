@@ -737,9 +737,10 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 PYTEST += ["-c", os.devnull, f"--rootdir={KIT}", "-p", "_hypothesis_pytestplugin"]
 """pytest over the machines of this package, whatever folder, configuration file or
 plugins are around it: no ini file (pi-post's own, or one above where pipost is
-installed), no plugin but Hypothesis's (with PYTEST_ENV: whatever else is installed
-would change the run, and costs each start; pyfakefs alone doubled it), and the test
-ids start at the kit (``machines/test_….py::…``)."""
+installed), no plugin but Hypothesis's (whatever else is installed would change the
+run, and costs each start: pyfakefs alone doubled it), and the test ids start at the
+kit (``machines/test_….py::…``). Run it with PYTEST_ENV in the environment: without
+it, Hypothesis's plugin would load twice, which pytest refuses."""
 PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 

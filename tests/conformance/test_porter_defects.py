@@ -6,6 +6,7 @@ expectations about scenarios, machine tests credited with what they check, and
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -186,6 +187,7 @@ def test_list_prints_the_machine_test_ids_that_the_reports_and_expect_use(
     subprocess.run(
         [*conformance.PYTEST, f"--junitxml={junit}", "-k", "huge or truncated", hostile],
         cwd=conformance.KIT,
+        env={**os.environ, **conformance.PYTEST_ENV},
         capture_output=True,
         timeout=120,
         check=True,
