@@ -303,9 +303,12 @@ def test_a_machine_fails_the_invariant_its_failure_names_and_shows_its_steps(
         tmp_path,
         *("--impl", f"{BROKEN} --fault stale-presence {lacking_all_but_the_registry_machine()}"),
         *("--features", f"{KIT}/addresses.feature", "--name", "no such scenario"),
+        *("--seed", "7"),
         env=foreign_plugin,
     )
     assert kit_tree() == before
+    assert faulty.report["seed"] == 7  # the seed the machines drew from, to replay them
+    assert faulty.report["summary"].endswith("(--seed 7 replays them)")
     assert {
         test: result for test, result in faulty.outcomes().items() if result != "unsupported"
     } == {REGISTRY_MACHINE: "fail"}
