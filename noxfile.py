@@ -191,6 +191,16 @@ def mutants(session: nox.Session) -> None:
 
 
 @nox.session
+def port_faults(session: nox.Session) -> None:
+    """The kit's own score on a foreign implementation (tools/port_faults.py; issue
+    37): each fault of the table switched on alone in a copy of ports/node and judged
+    by pi-post conformance; a periodic report, not part of check. Extra args go to
+    it: fault names run those alone, --jobs 2, --markdown FILE (docs/conformance.md)."""
+    _install(session)
+    session.run("python", "tools/port_faults.py", *session.posargs)
+
+
+@nox.session
 def mutation(session: nox.Session) -> None:
     """mutmut over src/pipost (tools/mutation.py, configured in pyproject.toml's
     [tool.mutmut]), two workers; prints the score per module. A report, not a gate: it
