@@ -40,6 +40,7 @@ Feature: Addresses belong to conversations
     When I send "hello" to "{scratch}/home/dev/nobody-here"
     Then the send is refused as "unknown_target" with handle "{scratch}/home/dev/nobody-here" and path "{scratch}/home/dev/nobody-here"
     And the refused batch wrote nothing
+    And no mailbox was made but for the sessions of the scenario
 
   @INV-02 @INV-12 @should
   Scenario: an address that no session registered and no mailbox holds is refused

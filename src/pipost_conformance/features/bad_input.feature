@@ -91,13 +91,14 @@ Feature: Bad input gets a clear answer, never a crash and never half a job
 
     Examples:
       | damage                              | reason                          |
-      | an empty file                       | "not_json"                      |
+      | an empty file                                | "not_json"                      |
       | half of a letter, cut off mid-write | "not_json"                      |
       | a JSON array                        | "not_object"                    |
       | a letter with a duplicated key      | "duplicate_key" with key "body" |
       | bytes that are not UTF-8            | "not_utf8"                      |
       | JSON nested 100000 deep             | "too_deep"                      |
-      | a file of 300000 bytes              | "oversize"                      |
+      | a file of 300000 bytes                       | "oversize"                      |
+      | a letter whose body is one byte over the cap | "bad_field" with field "body" |
 
   @INV-10 @should
   Scenario Outline: a bad letter that is <damage> is kept outside the mailboxes, not destroyed

@@ -12,7 +12,7 @@ Feature: The command line as SPEC 8 has it, run as a separate process
     And a session "cache" with id "019a3f2e-7c41-7b3a-9d2e-5f1c8a4b6e02" named by default, in "{scratch}/cache-fix", offline
     And I work in "{scratch}/gtm"
 
-  @INV-21
+  @INV-21 @INV-11
   Scenario: a send to a name writes one letter named after its id, and prints queued
     When at the shell I run pi-post send --to dashboard --body "main moved; rebase before you push"
     Then it succeeds, printing "queued {dashboard.address} <id>"
@@ -20,7 +20,7 @@ Feature: The command line as SPEC 8 has it, run as a separate process
     And that letter is a message of the current version from the process "process:gtm" in "{scratch}/gtm", with no reply address
     And the body of that letter is "main moved; rebase before you push"
 
-  @INV-21
+  @INV-21 @INV-11
   Scenario: the body comes from standard input, the sender's name from --from
     When at the shell I run pi-post send --to cache-fix --from golem:gtmeng-2573 with "gate green\n" on standard input
     Then it succeeds, printing "queued {cache.address} <id>"

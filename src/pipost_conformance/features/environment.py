@@ -26,8 +26,10 @@ through the helpers they call.
 
 With verdicts (pi-post conformance asks for them), a failed assertion of a
 ``@then`` step marked with ``@checks`` is recorded against the invariants it
-names and the scenario goes on; any other failure ends the scenario as an error
-(an unanswered call: a timeout; an operation not offered: unsupported). Each
+names that the scenario pins (its tags), and the scenario goes on; an assertion
+naming none of them checks what the scenario relies on, a precondition, and its
+failure, like any other, ends the scenario as an error (an unanswered call: a
+timeout; an operation not offered: unsupported). Each
 line holds the scenario's id, tier and invariants, every assertion with its
 outcome, how the scenario stopped, and its driver exchange. Without verdicts a
 scenario fails at its first failed assertion, as behave does.
@@ -302,28 +304,37 @@ class Verdict:
     step: str = ""
     """The step running, as the feature says it."""
     assertions: list[dict[str, Json]] = field(default_factory=list)
+    pinned: tuple[str, ...] = ()
+    """The invariants the scenario is tagged with: the only ones its assertions judge."""
     unmarked: str = ""
     """An assertion step that failed without naming its invariants."""
+    precondition: str = ""
+    """An assertion step that failed naming none of the scenario's invariants."""
 
 
 _NAMED = re.compile(r"\[(INV-\d\d(?: INV-\d\d)*)\] ")
 
 
-def failed_invariants(error: AssertionError, marked: tuple[str, ...]) -> tuple[str, ...]:
-    """The invariants a failed assertion of a step marked ``marked`` counts against:
-    those its message names first in brackets (``[INV-06] entered twice``), as the
-    state machines name theirs, when the step checks them all; else every one the
-    step is marked with. So one step can check two invariants apart."""
+def failed_invariants(
+    error: AssertionError, marked: tuple[str, ...], pinned: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The invariants a failed assertion of a step marked ``marked`` counts against,
+    in a scenario that pins ``pinned``: those its message names first in brackets
+    (``[INV-06] entered twice``), as the state machines name theirs, when the step
+    checks them all, else every one the step is marked with — of them, only those
+    the scenario pins. So one step can check two invariants apart, and a step that
+    checks another invariant than the scenario's (the order a scenario about the
+    cap takes its letters in) only states what the scenario relies on: none."""
     named = _NAMED.match(str(error))
-    if named is None:
-        return marked
-    found = tuple(named.group(1).split())
-    return found if set(found) <= set(marked) else marked
+    found = tuple(named.group(1).split()) if named is not None else marked
+    return tuple(inv for inv in (found if set(found) <= set(marked) else marked) if inv in pinned)
 
 
 def judged(function: Callable[..., None]) -> Callable[..., None]:
     """An assertion step that records its outcome against the invariants it names
-    (``@checks``); a failed assertion of a marked step lets the scenario go on."""
+    (``@checks``) and the scenario pins; a failed assertion of such a step lets the
+    scenario go on. One that names none of the scenario's is a precondition of it:
+    when it fails the scenario stops, an error; when it holds nothing is recorded."""
     invariants: tuple[str, ...] = getattr(function, "invariants", ())
 
     @functools.wraps(function)
@@ -335,19 +346,20 @@ def judged(function: Callable[..., None]) -> Callable[..., None]:
             if not invariants:
                 verdict.unmarked = verdict.step
                 raise
+            charged = failed_invariants(error, invariants, verdict.pinned)
+            if not charged:
+                verdict.precondition = verdict.step
+                raise
             said = f"{verdict.step}: {error}"
             verdict.assertions.append(
-                {
-                    "step": verdict.step,
-                    "invariants": list(failed_invariants(error, invariants)),
-                    "passed": False,
-                    "error": said,
-                }
+                {"step": verdict.step, "invariants": list(charged), "passed": False, "error": said}
             )
             return
-        verdict.assertions.append(
-            {"step": verdict.step, "invariants": list(invariants), "passed": True, "error": ""}
-        )
+        pinned: list[Json] = [inv for inv in invariants if inv in verdict.pinned]
+        if pinned:
+            verdict.assertions.append(
+                {"step": verdict.step, "invariants": pinned, "passed": True, "error": ""}
+            )
 
     return step
 
@@ -390,6 +402,8 @@ def stopped(
             why = (
                 "the step names no invariant (@checks)"
                 if context.verdict.unmarked == said
+                else "a precondition failed: the step checks none of the scenario's invariants"
+                if context.verdict.precondition == said
                 else "a step that is not an assertion failed"
             )
             return {"outcome": "error", "error": f"{said}: {why}: {error}"}
@@ -423,7 +437,7 @@ def before_feature(context: Context, feature: Feature) -> None:
 def before_scenario(context: Context, scenario: Scenario) -> None:
     implementation: Implementation = context.implementation
     implementation.recorder.exchange = []
-    context.verdict = Verdict()
+    context.verdict = Verdict(pinned=context.listed[id(scenario)].invariants)
     # The registry the runner matches steps with (behave replaces the module's own).
     steps: StepRegistry = context._runner.step_registry
     reason = implementation.reason_to_skip(scenario, context.step_source, steps)

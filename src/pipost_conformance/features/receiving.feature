@@ -55,7 +55,7 @@ Feature: Receiving — where "delivered" is decided
     Given the oldest letter in the mailbox of "bob" is damaged: half of a letter, cut off mid-write
     And I sent "after the damage" to "bob"
     When "bob" takes its mail
-    Then the context of "bob" holds "after the damage" once
+    Then the context of "bob" holds "after the damage", the letter behind the bad one, once
     And "bob" set the bad letter aside, and nothing of it entered the context
 
   @must @INV-05 @INV-23

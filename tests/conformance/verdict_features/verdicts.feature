@@ -11,6 +11,17 @@ Feature: verdicts per assertion (the kit checks itself)
     Then the INV-05 and INV-10 assertion fails naming INV-10
     And the INV-05 assertion passes
 
+  Scenario: a step that checks two invariants fails only the one the scenario pins
+    Given a world
+    Then the INV-08 and INV-10 assertion fails
+    And the INV-05 assertion passes
+
+  Scenario: an assertion of an invariant the scenario does not pin is a precondition
+    Given a world
+    Then the INV-08 assertion passes
+    And the INV-08 assertion fails
+    And the INV-05 assertion passes
+
   @should
   Scenario: a failing precondition is an error
     Given a precondition that fails

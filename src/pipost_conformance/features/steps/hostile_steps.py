@@ -415,13 +415,13 @@ def symlink_kept(context: Context) -> None:
     """Kept as the link it was: what it points at was neither copied nor moved."""
     the = world(context)
     assert the.bad_letter is not None, "the scenario laid no bad letter"
-    links = [
-        path
-        for path in _kept_outside_the_mailboxes(the, the.bad_letter[0])
-        if stat.S_ISLNK(os.lstat(path).st_mode)
-    ]
-    assert links, "the link was not kept, or was replaced by what it points at"
-    assert all(Path(os.readlink(link)).parent == outside(the) for link in links), links
+    kept = _kept_outside_the_mailboxes(the, the.bad_letter[0])
+    assert kept, "[INV-10] nothing of it was kept outside the mailboxes"
+    links = [path for path in kept if stat.S_ISLNK(os.lstat(path).st_mode)]
+    assert links, f"[INV-22] kept, but replaced by what the link points at: {kept}"
+    assert all(Path(os.readlink(link)).parent == outside(the) for link in links), (
+        f"[INV-22] {links}"
+    )
 
 
 @then("what lies outside the post office is untouched")

@@ -268,6 +268,14 @@ def holds_once(context: Context, label: str, body: str) -> None:
     assert found.count(body) == 1, f"[INV-06] the context of {label} holds {found}"
 
 
+@then(f"the context of {QUOTED} holds {QUOTED}, the letter behind the bad one, once")
+@checks("INV-10", "INV-06")
+def holds_the_one_behind_once(context: Context, label: str, body: str) -> None:
+    found = reception(context).bodies(label)
+    assert body in found, f"[INV-10] the letter behind the bad one did not enter: {found}"
+    assert found.count(body) == 1, f"[INV-06] the context of {label} holds {found}"
+
+
 @then(f"the context of {QUOTED} holds {QUOTED} once or twice")
 @checks("INV-05", "INV-06")
 def holds_once_or_twice(context: Context, label: str, body: str) -> None:
@@ -379,12 +387,14 @@ def let_in(context: Context, label: str) -> None:
 @then(f"{QUOTED} dropped, by the (inbound mode|loop guard), the last message sent")
 @checks("INV-18", "INV-20")
 def dropped_by(context: Context, label: str, rule: str) -> None:
+    # The inbound mode is INV-20's, the loop guard INV-18's: each drop is its rule's.
+    blamed = "INV-20" if rule == "inbound mode" else "INV-18"
     letter = last_sent_id(world(context))
-    assert letter not in reception(context).ids(label), f"{letter} entered the context"
+    assert letter not in reception(context).ids(label), f"[{blamed}] {letter} entered the context"
     drop = _drop_of_last(context, label)
-    assert drop is not None, f"{letter} was not dropped"
+    assert drop is not None, f"[{blamed}] {letter} was not dropped"
     code = {"inbound mode": "inbound_refused", "loop guard": "loop_guard"}[rule]
-    assert dict_of(drop["reason"])["code"] == code, drop
+    assert dict_of(drop["reason"])["code"] == code, f"[{blamed}] {drop}"
 
 
 @then(f"no file of the post office holds {QUOTED}")

@@ -129,8 +129,8 @@ def queued_for(context: Context, targets: str) -> None:
     the = world(context)
     expected = [the.address(label) for label in quoted_items(targets)]
     receipts = the.receipts()
-    assert [r["address"] for r in receipts] == expected, f"{receipts} != {expected}"
-    assert all(r["delivered"] is False for r in receipts), receipts
+    assert [r["address"] for r in receipts] == expected, f"[INV-13] {receipts} != {expected}"
+    assert all(r["delivered"] is False for r in receipts), f"[INV-11] {receipts}"
 
 
 # A refusal is judged by its code and its facts, never by the implementation's

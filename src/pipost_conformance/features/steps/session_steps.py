@@ -116,10 +116,12 @@ def starts_again(context: Context, label: str, cwd: str) -> None:
 
 
 @then(f"{QUOTED} is (live|stalled|offline)")
-@checks("INV-15")
+@checks("INV-15", "INV-14")
 def has_presence(context: Context, label: str, presence: str) -> None:
-    found = world(context).presence(label)
-    assert found == presence, f"{label} is {found}, not {presence}"
+    the = world(context)
+    found = the.call("record", address=the.address(label))["presence"]
+    assert found is not None, f"[INV-14] {label} has no record: it is no session any more"
+    assert found == presence, f"[INV-15] {label} is {found}, not {presence}"
 
 
 @then(f"{QUOTED} has the address it had before")

@@ -46,6 +46,16 @@ def mailboxes_are_addresses(context: Context) -> None:
     assert all(ADDRESS.fullmatch(name) for name in names), names
 
 
+@then("no mailbox was made but for the sessions of the scenario")
+@checks("INV-02")
+def mailboxes_only_of_sessions(context: Context) -> None:
+    the = world(context)
+    inbox = the.root / "inbox"
+    names = os.listdir(inbox) if inbox.is_dir() else []
+    addresses = {session.address for session in the.sessions.values()}
+    assert set(names) <= addresses, f"mailboxes of no session: {sorted(set(names) - addresses)}"
+
+
 @given(f"a directory {QUOTED}")
 def directory(context: Context, path: str) -> None:
     world(context).directory(path)

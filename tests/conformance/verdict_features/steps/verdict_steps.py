@@ -41,6 +41,24 @@ def inv_10_of_two_fails(context: Context) -> None:
     raise AssertionError("[INV-10] the letter was delivered, not set aside")
 
 
+@then("the INV-08 and INV-10 assertion fails")
+@checks("INV-08", "INV-10")
+def inv_08_or_10_fails(context: Context) -> None:
+    raise AssertionError("the mailbox holds 51")
+
+
+@then("the INV-08 assertion fails")
+@checks("INV-08")
+def inv_08_fails(context: Context) -> None:
+    raise AssertionError("the 51st letter went in")
+
+
+@then("the INV-08 assertion passes")
+@checks("INV-08")
+def inv_08_passes(context: Context) -> None:
+    world(context).call("advance_clock", ms=0)
+
+
 @then("the INV-05 assertion passes")
 @checks("INV-05")
 def inv_05_passes(context: Context) -> None:
