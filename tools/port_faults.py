@@ -174,7 +174,7 @@ FAULTS: tuple[PortFault, ...] = (
         "lib/post.mjs",
         "      if (!matches.length) throw unknown(`no session runs in ${where}`, { path: where });",
         "      if (!matches.length) return this.session(addressOf(where), null);",
-        "INV-02",
+        "INV-02 INV-12",
         judge("addresses"),
     ),
     # -- INV-03, INV-04: durable, atomic writes ---------------------------------------------
@@ -300,7 +300,7 @@ FAULTS: tuple[PortFault, ...] = (
         'return badField("body", `is over ${BODY_CAP} bytes`);\n',
         "",
         "INV-09 INV-10",
-        judge("bad_input"),
+        judge("bad_input", machines=True),
     ),
     fault(
         "a letter read whole",
@@ -451,11 +451,10 @@ FAULTS: tuple[PortFault, ...] = (
     ),
     # -- INV-16, INV-17: looking and sweeping ------------------------------------------------
     fault(
-        "a count makes the mailbox",
-        "lib/mailbox.mjs",
-        "    return within((keep) => this.open(keep, address)?.jsonNames().length ?? 0);",
-        "    return within((keep) => "
-        "this.open(keep, address, { create: true })?.jsonNames().length ?? 0);",
+        "a listing sweeps",
+        "lib/post.mjs",
+        "    const every = this.sessions();\n",
+        "    this.sweep();\n    const every = this.sessions();\n",
         "INV-16",
         judge("reading"),
     ),
@@ -626,7 +625,7 @@ FAULTS: tuple[PortFault, ...] = (
         "lib/disk.mjs",
         "      fd = fs.openSync(this.at(name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);",
         "      fd = fs.openSync(this.at(name), O_RDONLY | O_NONBLOCK);",
-        "INV-22",
+        "INV-22 INV-10",
         judge("hostile_input"),
     ),
     fault(
@@ -640,8 +639,8 @@ FAULTS: tuple[PortFault, ...] = (
     fault(
         "escapes reach the context raw",
         "lib/frame.mjs",
-        '  const where = from.cwd === undefined ? "" : ` (${spellOut(from.cwd)})`;',
-        '  const where = from.cwd === undefined ? "" : ` (${from.cwd})`;',
+        "    ...bodyLines(body).map((line) => `${QUOTE} ${spellOut(line)}`),",
+        "    ...bodyLines(body).map((line) => `${QUOTE} ${line}`),",
         "INV-22",
         judge("receiving", "hostile_input"),
     ),
@@ -846,13 +845,22 @@ class KitRun:
         return status if isinstance(status, int) else None
 
 
-def judged(item: PortFault, work: Path, unedited: dict[Judge, KitRun], timeout_s: float) -> Verdict:
-    """The fault applied to a copy of the port in ``work``, and the kit's verdict on it."""
+def judged(
+    item: PortFault,
+    work: Path,
+    unedited: dict[Judge, KitRun],
+    timeout_s: float,
+    reports: Path | None = None,
+) -> Verdict:
+    """The fault applied to a copy of the port in ``work``, and the kit's verdict on
+    it; its JSON report kept in ``reports`` when given."""
     faulty = copy_port(work / "node")
     apply(item, faulty)
-    found = verdict(
-        item, run_kit(item.judge, faulty, work, timeout_s), unedited[item.judge].not_passing()
-    )
+    run = run_kit(item.judge, faulty, work, timeout_s)
+    if reports is not None and run.report is not None:
+        slug = re.sub(r"[^a-z0-9]+", "-", item.name.lower()).strip("-")
+        (reports / f"{slug}.json").write_text(json.dumps(run.report, indent=1), encoding="utf-8")
+    found = verdict(item, run, unedited[item.judge].not_passing())
     said = "caught" if found.caught else "NOT caught"
     extra = f"; extra rows: {', '.join(found.extra)}" if found.extra else ""
     print(f"{said}: {item.name} (own row: {found.own}{extra}; {found.seconds:.0f} s)", flush=True)
@@ -1002,6 +1010,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds a fault")
     parser.add_argument("--markdown", type=Path, help="write the table and the totals here")
     parser.add_argument("--jobs", type=int, default=1, help="kit runs at once (default 1)")
+    parser.add_argument("--reports", type=Path, help="keep each fault's JSON report here")
     args = parser.parse_args(argv)
     unknown = set(args.faults) - {item.name for item in FAULTS}
     if unknown:
@@ -1013,6 +1022,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(problems), file=sys.stderr)
         return 2
 
+    if args.reports is not None:
+        args.reports.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="pipost-port-faults-") as scratch_name:
         scratch = Path(scratch_name)
@@ -1041,6 +1052,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             scratch / f"fault-{numbered[0]:02d}",
                             unedited,
                             args.timeout,
+                            args.reports,
                         ),
                         enumerate(chosen),
                     )
