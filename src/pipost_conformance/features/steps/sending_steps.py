@@ -177,9 +177,22 @@ def _refused_as(context: Context, code: str, facts: str | None) -> None:
 @then(
     REFUSED.format(codes="unknown_target|ambiguous_target|unknown_address|(?:no|too_many)_targets")
 )
-@checks("INV-12")
+@checks("INV-12", "INV-13")
 def refused_by_resolution(context: Context, code: str, facts: str | None) -> None:
-    _refused_as(context, code, facts)
+    the = world(context)
+    try:
+        _refused_as(context, code, facts)
+    except AssertionError as error:
+        # Unknown where another refusal, or another handle, was due: a handle that
+        # names a session found none (INV-13), which is no guess (INV-12).
+        found = the.result.get("refused")
+        handle = _expected_facts(the, facts).get("handle")
+        lost = (
+            isinstance(found, dict)
+            and found.get("code") == "unknown_target"
+            and (code != "unknown_target" or found.get("handle") != handle)
+        )
+        raise AssertionError(f"[{'INV-13' if lost else 'INV-12'}] {error}") from None
 
 
 @then(REFUSED.format(codes="empty_body|body_not_text|body_too_large"))
