@@ -641,7 +641,7 @@ FAULTS: tuple[PortFault, ...] = (
         "lib/frame.mjs",
         "    ...bodyLines(body).map((line) => `${QUOTE} ${spellOut(line)}`),",
         "    ...bodyLines(body).map((line) => `${QUOTE} ${line}`),",
-        "INV-22",
+        "INV-22 INV-19",
         judge("receiving", "hostile_input"),
     ),
     fault(
@@ -922,7 +922,9 @@ class Verdict:
 
     @property
     def charged(self) -> bool:
-        return self.own == FAILING
+        """Its own row failed an assertion, or hung on a call (a timeout is charged
+        to the rows of the scenario whose call hung); an error stopped a scenario."""
+        return self.own in (FAILING, "timeout")
 
     @property
     def counts(self) -> bool:
