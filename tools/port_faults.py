@@ -976,9 +976,10 @@ def markdown(verdicts: Sequence[Verdict], seconds: float) -> str:
     for v in verdicts:
         caught = "yes" if v.caught else ("no (blind)" if v.fault.blind else "**no**")
         extra = ", ".join(v.extra) or "—"
+        judged_by = str(v.fault.judge).replace("|", r"\|")  # a name's regex holds bars
         lines.append(
             f"| {v.fault.name} | `{v.fault.file}` | {' '.join(v.fault.breaks)} | "
-            f"{v.fault.tier.upper()} | {v.fault.judge} | {caught} | {v.own} | {extra} |"
+            f"{v.fault.tier.upper()} | {judged_by} | {caught} | {v.own} | {extra} |"
         )
     lines += ["", totals(verdicts, seconds)]
     blind = [v for v in verdicts if v.fault.blind]
