@@ -1,5 +1,5 @@
-"""Shared pytest configuration: Hypothesis profiles, the machine's time zone, and
-each failure named as soon as it is known.
+"""Shared pytest configuration: Hypothesis profiles, the machine's time zone, the
+``pi-post driver`` fixture, and each failure named as soon as it is known.
 
 Profiles:
 - ``gate`` (default): quick enough for every CI run, and the same examples every run.
@@ -10,11 +10,14 @@ Profiles:
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from pipost_conformance.client import SubprocessDriver
 from pipost_conformance.machines import conftest as machines
+from tests.helpers import PIPOST_DRIVER
 
 # The gate's verdicts are the same from run to run (and for mutation testing, from
 # mutant to mutant): each test draws the examples its own hash seeds, and nothing is
@@ -70,6 +73,15 @@ def short_bound(monkeypatch: pytest.MonkeyPatch) -> float:
 
     monkeypatch.setattr(files, "LOCK_WAIT_S", SHORT_LOCK_WAIT_S)
     return SHORT_LOCK_WAIT_S
+
+
+@pytest.fixture
+def pipost_driver(tmp_path: Path) -> Iterator[SubprocessDriver]:
+    """``pi-post driver`` through the kit's client, opened on a fresh root."""
+    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
+    driver.open(tmp_path / "post", home=str(tmp_path))
+    yield driver
+    driver.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from pipost.driver import InProcessDriver, serve
 from pipost.driver_protocol import DEFAULT_NOW, PROTOCOL, Json
 from pipost_conformance.client import SubprocessDriver
-from tests.helpers import PIPOST_DRIVER
 
 
 def served(*requests: dict[str, Json] | str) -> list[dict[str, Json]]:
@@ -97,14 +95,6 @@ def test_each_open_starts_a_fresh_world(tmp_path: Path) -> None:
     )
     assert answers[4] == {"id": 3, "result": {"sessions": [], "hidden": 0}}
     assert answers[5] == {"id": 4, "result": {"now": DEFAULT_NOW}}
-
-
-@pytest.fixture
-def pipost_driver(tmp_path: Path) -> Iterator[SubprocessDriver]:
-    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
-    driver.open(tmp_path / "post", home=str(tmp_path))
-    yield driver
-    driver.close()
 
 
 def test_pi_post_driver_offers_what_pipost_in_process_does(

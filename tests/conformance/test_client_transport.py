@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,6 @@ from pipost.driver import InProcessDriver
 from pipost.driver_protocol import DEFAULT_NOW, PROTOCOL
 from pipost_conformance.client import CallTimedOut, DriverError, SubprocessDriver, TransportError
 from tests.helpers import PIPOST_DRIVER, process_gone
-
-
-@pytest.fixture
-def pipost_driver(tmp_path: Path) -> Iterator[SubprocessDriver]:
-    driver = SubprocessDriver(PIPOST_DRIVER, timeout_s=30)
-    driver.open(tmp_path / "post", home=str(tmp_path))
-    yield driver
-    driver.close()
 
 
 def test_a_misuse_raises_driver_error_and_the_transport_goes_on(
