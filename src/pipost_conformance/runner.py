@@ -887,7 +887,7 @@ def console_failures(run: Run) -> list[str]:
     for item in problems(run):
         if item.result == EXPECTED_FAIL:
             continue  # the run's file expects it; the report lists it
-        rows = ", ".join(f"{inv} {result}" for inv, result in item.results.items())
+        rows = results_said(item)
         lines.append(f"{item.result.upper()} {item.id} ({item.tier.upper()}; {rows})")
         lines.append(f"    at {item.location}")
         error = (item.expected and f"expected to fail: {item.expected}") or item.error
@@ -895,6 +895,11 @@ def console_failures(run: Run) -> list[str]:
         calls = [_cut(call, CALL_WIDTH) for call in exchange_lines(item, last=CALLS_SHOWN)]
         lines += ["    last calls:", *(f"      {call}" for call in calls)] if calls else []
     return lines
+
+
+def results_said(item: Item) -> str:
+    """An item's result per invariant: ``INV-05 fail, INV-06 pass``."""
+    return ", ".join(f"{inv} {result}" for inv, result in item.results.items())
 
 
 def _cut(text: str, width: int) -> str:
@@ -935,7 +940,7 @@ def markdown(run: Run) -> str:
     if shown:
         lines += ["", "## Failures", ""]
     for item in shown:
-        rows = ", ".join(f"{inv} {result}" for inv, result in item.results.items())
+        rows = results_said(item)
         lines += [f"### {item.id} ({item.tier.upper()}, {item.result})", ""]
         lines += [f"{item.name} — {item.location}; {rows}", ""]
         if item.expected:
